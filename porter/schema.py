@@ -1,0 +1,182 @@
+"""The common op-level schema every profiler reader produces.
+
+Two tables, both with times in microseconds (float64) measured from the first event
+of the trace:
+
+* ops: one row per op invocation (a framework op, an HLO op, an ONNX node, or a
+  synthetic op standing in for device work no op launched).
+* kernels: one row per device activity (kernel, memcpy, memset), linked to the op
+  its time is attributed to through ``op_id``.
+
+``device_us`` on an op is *self* device time: the kernels attributed to exactly that op
+(the innermost framework op around the launch). Summing ``device_us`` over all ops
+therefore equals summing ``dur_us`` over all kernels, an invariant ``validate`` checks.
+See docs/schema.md for the meaning of each column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+# Canonical op classes, shared by every reader (porter.opclass assigns them).
+OP_CLASSES: tuple[str, ...] = (
+    "matmul",
+    "conv",
+    "attention",
+    "norm",
+    "softmax",
+    "elementwise",
+    "reduction",
+    "embedding",
+    "copy",
+    "memset",
+    "collective",
+    "communication",
+    "optimizer",
+    "sync",
+    "other",
+)
+
+MODULE_SEP = "/"  # module paths: scope names joined outermost first, e.g. "encoder/layer.0/attn"
+NO_MODULE = ""
+NO_ID = -1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str  # "str", "int", "float", "bool"
+    unit: str
+    doc: str
+
+
+OPS_COLUMNS: tuple[Column, ...] = (
+    Column("op_id", "int", "", "unique within the bundle"),
+    Column("parent_id", "int", "", "op_id of the enclosing op, -1 at top level"),
+    Column("step", "int", "", "profiler step number (ProfilerStep#N), -1 outside steps"),
+    Column("name", "str", "", "the op's name as the profiler wrote it"),
+    Column("framework_op", "str", "", "framework-level op: aten::linear, jax dot_general, ONNX MatMul"),
+    Column("op_class", "str", "", "canonical class, one of OP_CLASSES"),
+    Column("module", "str", "", "model scope path, '/'-joined outermost first; '' when unknown"),
+    Column("device_type", "str", "", "cuda, rocm, cpu, tpu, gpu, mtia"),
+    Column("device_name", "str", "", "e.g. 'NVIDIA H100 80GB HBM3'"),
+    Column("stream", "int", "", "stream (or XLA line) of its first kernel; -1 when none"),
+    Column("start_us", "float", "us", "start on the host timeline (device timeline for HLO ops)"),
+    Column("host_us", "float", "us", "wall time of the op on the host (inclusive)"),
+    Column("device_us", "float", "us", "self device time: kernels attributed to this op"),
+    Column("kernel_count", "int", "", "number of kernels attributed to this op"),
+    Column("kernels", "str", "", "distinct kernel names, newline-separated"),
+    Column("flops", "float", "FLOP", "floating-point operations, NaN when unknown"),
+    Column("bytes", "float", "B", "bytes moved, NaN when unknown"),
+    Column("input_shapes", "str", "", "JSON list of input dims, '' when not recorded"),
+    Column("dtypes", "str", "", "JSON list of input dtypes, '' when not recorded"),
+    Column("synthetic", "bool", "", "True for a stand-in op that owns kernels no op launched"),
+)
+
+KERNEL_COLUMNS: tuple[Column, ...] = (
+    Column("op_id", "int", "", "op the kernel's time is attributed to"),
+    Column("step", "int", "", "profiler step, -1 outside steps"),
+    Column("name", "str", "", "kernel name as the profiler wrote it"),
+    Column("kind", "str", "", "kernel, memcpy or memset"),
+    Column("device_id", "int", "", "device index, -1 when unknown"),
+    Column("stream", "int", "", "stream or queue id, -1 when unknown"),
+    Column("start_us", "float", "us", "start on the device timeline"),
+    Column("dur_us", "float", "us", "duration"),
+    Column("correlation", "int", "", "runtime correlation id, -1 when none"),
+)
+
+KERNEL_KINDS = ("kernel", "memcpy", "memset")
+
+_DTYPES = {"str": object, "int": np.int64, "float": np.float64, "bool": np.bool_}
+
+
+class SchemaViolation(AssertionError):
+    """A reader produced a table outside the schema: a bug in porter, not bad input."""
+
+
+def _empty(columns: tuple[Column, ...]) -> pd.DataFrame:
+    return pd.DataFrame({c.name: pd.Series([], dtype=_DTYPES[c.kind]) for c in columns})
+
+
+def empty_ops() -> pd.DataFrame:
+    return _empty(OPS_COLUMNS)
+
+
+def empty_kernels() -> pd.DataFrame:
+    return _empty(KERNEL_COLUMNS)
+
+
+def _coerce(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
+    out = {}
+    for c in columns:
+        if c.name not in df.columns:
+            raise SchemaViolation(f"missing column {c.name!r}")
+        s = df[c.name]
+        if c.kind == "str":
+            out[c.name] = s.astype(object).where(s.notna(), "").astype(str).astype(object)
+        else:
+            out[c.name] = s.astype(_DTYPES[c.kind])
+    return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
+
+
+def coerce_ops(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the ops table with exactly the schema's columns, order and dtypes."""
+    return _coerce(df, OPS_COLUMNS)
+
+
+def coerce_kernels(df: pd.DataFrame) -> pd.DataFrame:
+    return _coerce(df, KERNEL_COLUMNS)
+
+
+def _check_kinds(df: pd.DataFrame, columns: tuple[Column, ...], table: str) -> None:
+    names = [c.name for c in columns]
+    if list(df.columns) != names:
+        raise SchemaViolation(f"{table}: columns {list(df.columns)} != schema {names}")
+    for c in columns:
+        s = df[c.name]
+        ok = {
+            "str": pd.api.types.is_string_dtype(s) or s.dtype == object,
+            "int": pd.api.types.is_integer_dtype(s),
+            "float": pd.api.types.is_float_dtype(s),
+            "bool": pd.api.types.is_bool_dtype(s),
+        }[c.kind]
+        if not ok:
+            raise SchemaViolation(f"{table}.{c.name}: dtype {s.dtype} is not {c.kind}")
+
+
+def validate(ops: pd.DataFrame, kernels: pd.DataFrame) -> None:
+    """Check both tables against the schema and the invariants that tie them together."""
+    _check_kinds(ops, OPS_COLUMNS, "ops")
+    _check_kinds(kernels, KERNEL_COLUMNS, "kernels")
+    if not ops["op_id"].is_unique:
+        raise SchemaViolation("ops.op_id is not unique")
+    bad_class = set(ops["op_class"].unique()) - set(OP_CLASSES)
+    if bad_class:
+        raise SchemaViolation(f"ops.op_class has unknown classes {sorted(bad_class)}")
+    for col in ("device_us", "host_us"):
+        vals = ops[col].to_numpy()
+        if np.isnan(vals).any() or (vals < 0).any():
+            raise SchemaViolation(f"ops.{col} has NaN or negative values")
+    if (kernels["dur_us"].to_numpy() < 0).any() or kernels["dur_us"].isna().any():
+        raise SchemaViolation("kernels.dur_us has NaN or negative values")
+    bad_kind = set(kernels["kind"].unique()) - set(KERNEL_KINDS)
+    if bad_kind:
+        raise SchemaViolation(f"kernels.kind has unknown kinds {sorted(bad_kind)}")
+    if len(kernels):
+        known = set(ops["op_id"].to_numpy().tolist())
+        orphans = set(kernels["op_id"].unique().tolist()) - known
+        if orphans:
+            raise SchemaViolation(f"{len(orphans)} kernel op_ids name no op (e.g. {sorted(orphans)[:3]})")
+        per_op = kernels.groupby("op_id")["dur_us"].sum()
+        attributed = ops.set_index("op_id")["device_us"]
+        diff = (attributed.reindex(per_op.index) - per_op).abs()
+        total = float(kernels["dur_us"].sum())
+        if total > 0 and float(diff.sum()) > 1e-6 * total + 1e-6:
+            raise SchemaViolation("ops.device_us does not equal the kernels attributed to each op")
+        if abs(float(ops["device_us"].sum()) - total) > 1e-6 * total + 1e-6:
+            raise SchemaViolation("ops.device_us total differs from the kernels' total")

@@ -1,0 +1,19 @@
+"""Profiler readers: one module per vendor trace format, each turning a file into the
+common schema (porter.schema). A new format is one new module plus one line in READERS.
+
+Readers import porter.schema, porter.opclass and porter.errors only; never the analysis.
+"""
+
+from __future__ import annotations
+
+from profilers.base import ReadResult, Reader, TraceMeta
+
+# Order matters for detection: the first reader whose sniff() accepts a file wins.
+READER_MODULES: tuple[str, ...] = (
+    "profilers.xplane",
+    "profilers.rocprof",
+    "profilers.onnxruntime",
+    "profilers.kineto",
+)
+
+__all__ = ["ReadResult", "Reader", "TraceMeta", "READER_MODULES"]
