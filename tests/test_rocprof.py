@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import tempfile
 from pathlib import Path
 
 import orjson
@@ -13,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_porter
+from mutation import mutate, read_mutated
 from porter.errors import TraceFormatError
 from porter.opclass import classify_kernel
 from profilers import rocprof
@@ -120,55 +120,28 @@ def small_doc(raw: dict) -> bytes:
     return orjson.dumps({"rocprofiler-sdk-tool": [proc]})
 
 
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=6,
-)
-
-
-def containers(doc, out=None) -> list:
-    """Every (container, key) slot in a parsed JSON document."""
-    out = [] if out is None else out
-    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
-    for key, value in items:
-        out.append((doc, key))
-        containers(value, out)
-    return out
-
-
-def mutate(data: bytes, draw) -> bytes:
-    """Truncate, flip bytes, or delete/replace one value somewhere in the document."""
-    how = draw(st.sampled_from(["truncate", "flip", "delete", "replace"]))
-    if how == "truncate":
-        return data[: draw(st.integers(0, len(data) - 1))]
-    if how == "flip":
-        buf = bytearray(data)
-        for _ in range(draw(st.integers(1, 4))):
-            buf[draw(st.integers(0, len(buf) - 1))] = draw(st.integers(0, 255))
-        return bytes(buf)
-    doc = orjson.loads(data)
-    slots = containers(doc)
-    parent, key = slots[draw(st.integers(0, len(slots) - 1))]
-    if how == "delete":
-        del parent[key]
-    else:
-        parent[key] = draw(JSON_VALUES)
-    return orjson.dumps(doc)
-
-
-def read_mutated(data: bytes, fmt: str, suffix: str) -> None:
-    """The reader either returns valid tables or raises TraceFormatError: nothing else."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"mutated{suffix}"
-        path.write_bytes(data)
-        try:
-            read_trace(path, fmt)
-        except TraceFormatError:
-            pass
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_mutated_trace_reads_or_fails_cleanly(small_doc: bytes, data) -> None:
     read_mutated(mutate(small_doc, data.draw), "rocprofv3", ".json")
+
+
+def test_hip_api_call_links_to_its_dispatch(small_doc: bytes, tmp_path: Path) -> None:
+    """The corpus trace has no HIP API records, so add one (rocprofiler-sdk's record layout)
+    for the first dispatch's correlation id: the op then starts at the call and its host time
+    is the call's duration; the unlinked ops stay synthetic."""
+    doc = orjson.loads(small_doc)
+    proc = doc["rocprofiler-sdk-tool"][0]
+    first = proc["buffer_records"]["kernel_dispatch"][0]
+    launch = proc["strings"]["buffer_records"][5]["operations"].index("hipLaunchKernel")
+    proc["buffer_records"]["hip_api"] = [{
+        "size": 56, "kind": 5, "operation": launch, "thread_id": first["thread_id"],
+        "correlation_id": dict(first["correlation_id"]),
+        "start_timestamp": first["start_timestamp"] - 9000, "end_timestamp": first["start_timestamp"] - 4000}]
+    path = tmp_path / "with_api.json"
+    path.write_bytes(orjson.dumps(doc))
+    result = read_trace(path)
+    op = result.ops.iloc[0]
+    assert op["start_us"] == 0.0 and op["host_us"] == pytest.approx(5.0) and not op["synthetic"]
+    assert result.kernels.iloc[0]["start_us"] == pytest.approx(9.0)
+    assert result.ops["synthetic"].iloc[1:].all()
