@@ -15,11 +15,18 @@ from typing import Any, Iterable
 from porter.opclass import classify
 from porter.schema import MODULE_SEP, NO_MODULE
 
-# Path components that are transformation wrappers, not model scopes. `jit(...)`/`pjit(...)`
-# components are dropped whole; `transpose(X)`, `jvp(X)`, `vmap(X)`... are replaced by X (the
-# scope the transformation was applied to), so a backward op lands in its forward module.
+# What scope_and_op drops from an op_name path, so only the user's named scopes remain:
+# * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
+# * transformation wrappers `transpose(X)`, `jvp(X)`, `vmap(X)`, `remat(X)`... are replaced by
+#   X, the scope they were applied to, so backward ops land in their forward module; the
+#   same scope repeated by nested wrappers (`transpose(jvp(blk))/jvp(blk)`) is kept once;
+# * jax-internal structure: `closed_call`, `checkpoint`, `rematted_computation`, `remat`,
+#   `custom_jvp_call`, `custom_vjp_call`, the `while/body`, `while/cond` pair of loops and
+#   scans, and the `cond/branch_N_fun` pair of conditionals.
 _DROP = re.compile(r"^(p?jit|xla_computation|pmap|xla_pmap)(\(.*\))?$")
 _UNWRAP = re.compile(r"^(transpose|jvp|vjp|linearize|vmap|remat|checkpoint|rematted_computation|shard_map|custom_jvp_call|custom_vjp_call|named_call)\((.*)\)$")
+_INTERNAL = re.compile(r"^(closed_call|core_call|checkpoint|rematted_computation|remat\d*|custom_jvp_call|custom_vjp_call|branch_\d+_fun)$")
+_PAIRS = {"while": re.compile(r"^(body|cond)$"), "cond": re.compile(r"^branch_\d+_fun$")}
 _SUFFIX = re.compile(r"\.\d+$")
 
 # HLO opcodes / custom-call targets that dominate a fusion's cost, by class.
@@ -44,13 +51,41 @@ def split_path(op_name: str) -> list[str]:
     return [p for p in parts if p]
 
 
-def _unwrap(component: str) -> str:
+def _unwrap(component: str) -> tuple[str, bool]:
+    """The scope inside transformation wrappers, and whether there was one."""
+    wrapped = False
     for _ in range(32):  # wrappers nest: transpose(jvp(fc1))
         m = _UNWRAP.match(component)
         if not m:
-            return component
-        component = m.group(2)
-    return component
+            break
+        component, wrapped = m.group(2), True
+    return component, wrapped
+
+
+def _user_scopes(parts: list[str]) -> list[str]:
+    scopes: list[str] = []
+    last_wrapped: str | None = None
+    skip_next = False
+    for i, comp in enumerate(parts):
+        if skip_next:
+            skip_next = False
+            continue
+        nxt = parts[i + 1] if i + 1 < len(parts) else ""
+        if comp in _PAIRS and _PAIRS[comp].match(nxt):
+            skip_next = True
+            continue
+        if _DROP.match(comp) or _INTERNAL.match(comp):
+            continue
+        inner, wrapped = _unwrap(comp)
+        if wrapped:
+            if inner == last_wrapped:
+                continue  # transpose(jvp(blk))/jvp(blk): one scope
+            last_wrapped = inner
+            scopes.extend(c for c in split_path(inner) if not (_DROP.match(c) or _INTERNAL.match(c)))
+        else:
+            last_wrapped = None
+            scopes.append(comp)
+    return scopes
 
 
 def scope_and_op(op_name: str) -> tuple[str, str]:
@@ -62,15 +97,7 @@ def scope_and_op(op_name: str) -> tuple[str, str]:
     parts = split_path(op_name)
     if len(parts) < 2:
         return NO_MODULE, ""
-    framework_op = parts[-1]
-    scopes: list[str] = []
-    for comp in parts[:-1]:
-        if _DROP.match(comp):
-            continue
-        comp = _unwrap(comp)
-        if comp and not _DROP.match(comp):
-            scopes.extend(split_path(comp))
-    return MODULE_SEP.join(scopes), framework_op
+    return MODULE_SEP.join(_user_scopes(parts[:-1])), parts[-1]
 
 
 def strip_suffix(hlo_name: str) -> str:

@@ -186,11 +186,14 @@ def _stream_id(line: Any) -> int:
     return int(m.group(1)) if m else int(line.id)
 
 
-def device_events(views: list[PlaneView], path: Path) -> tuple[list[Event], int]:
-    """Activity on GPU stream lines or TPU 'XLA Ops' lines of every device plane."""
+def device_events(views: list[PlaneView], path: Path) -> tuple[list[Event], int, list[PlaneView]]:
+    """Activity on GPU stream lines or TPU 'XLA Ops' lines of every device plane, and the
+    planes that had any."""
     events: list[Event] = []
     containers = 0
+    active: list[PlaneView] = []
     for view in views:
+        before = len(events)
         dev = _device_index(view.name)
         lines = [ln for ln in view.plane.lines if _STREAM.match(_text(ln.name))]
         tpu_style = not lines
@@ -208,7 +211,9 @@ def device_events(views: list[PlaneView], path: Path) -> tuple[list[Event], int]
                 if tpu_style and "hlo_op" not in stats:
                     stats["hlo_op"] = view.event_name(ev.metadata_id)
                 events.append(Event(dev, _stream_id(line), lname, view.event_name(ev.metadata_id), start, dur, stats))
-    return events, containers
+        if len(events) > before:
+            active.append(view)
+    return events, containers, active
 
 
 class _ModuleSpans:
@@ -392,7 +397,7 @@ def device_facts(device_views: list[PlaneView], hostnames: list[str]) -> tuple[s
     kind = _DEVICE_PLANE.match(first.name)
     family = kind.group(1) if kind else "GPU"
     vendor = str(stats.get("device_vendor", ""))
-    if family == "TPU":
+    if family.startswith("TPU"):
         device_type = "tpu"
     elif "AMD" in vendor.upper():
         device_type = "rocm"
@@ -452,9 +457,7 @@ def read(path: Path) -> ReadResult:
     events_read = sum(len(ln.events) for p in space.planes for ln in p.lines)
     index, bad_protos = hlo_index(meta_view)
     device_views = [v for v in views if _DEVICE_PLANE.match(v.name)]
-    events, containers = device_events(device_views, path)
-    active = {e.plane for e in events}
-    device_views = [v for v in device_views if _device_index(v.name) in active]
+    events, containers, device_views = device_events(device_views, path)
     host_ps: dict[int, int] = {}
     if events:
         host_ps = _host_launch_ps(cpu_view, path)
