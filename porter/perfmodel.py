@@ -113,8 +113,8 @@ def ceilings_for(manifest: Mapping[str, Any], table: list[DeviceSpec] | None = N
     """Ceilings for the device a bundle ran on, and a one-line reason for the choice.
 
     Measured ceilings in ``manifest["ceilings"]`` win. Their shape (written by capture):
-    ``{"matmul_flops_per_s": float, "dtype": "bf16", "copy_bytes_per_s": float}``, either
-    key optional. The measured matmul rate sets that dtype's peak; other dtypes keep the
+    ``{"matmul_flops_per_s": float, "matmul_dtype": "bfloat16", "copy_bytes_per_s": float}``
+    (``dtype`` is accepted for ``matmul_dtype``), either rate optional. The measured matmul rate sets that dtype's peak; other dtypes keep the
     datasheet rates scaled by the same measured/datasheet ratio when the device is in the
     table. Otherwise ``manifest["device"]["name"]`` is matched against the table
     (``properties.totalGlobalMem`` disambiguates memory variants). An unknown device
@@ -130,7 +130,8 @@ def ceilings_for(manifest: Mapping[str, Any], table: list[DeviceSpec] | None = N
         flops: dict[str, float] = dict(spec.flops_per_s) if spec else {}
         parts = []
         if isinstance(mm, (int, float)) and mm > 0:
-            dtype = canonical_dtype(str(measured.get("dtype", "fp32"))) or "fp32"
+            raw_dtype = measured.get("matmul_dtype", measured.get("dtype", "fp32"))
+            dtype = canonical_dtype(str(raw_dtype)) or "fp32"
             if spec and dtype in spec.flops_per_s:
                 scale = mm / spec.flops_per_s[dtype]
                 flops = {k: v * scale for k, v in spec.flops_per_s.items()}

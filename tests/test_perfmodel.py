@@ -203,7 +203,8 @@ def test_unknown_device_and_measured_ceilings():
     assert c.peak_flops("bf16") == 700e12 and c.bytes_per_s == 2.9e12
     # other dtypes keep the datasheet ratio: fp32 scaled by 700/989.5
     assert c.peak_flops("fp32") == pytest.approx(67e12 * 700 / 989.5)
-    c, _ = ceilings_for({"device": {"name": "mystery"}, "ceilings": {"matmul_flops_per_s": 1e12, "dtype": "float"}})
+    # the shape porter.capture writes: matmul_dtype as torch spells it
+    c, _ = ceilings_for({"device": {"name": "mystery"}, "ceilings": {"matmul_flops_per_s": 1e12, "matmul_dtype": "float32"}})
     assert c.peak_flops("fp32") == 1e12 and math.isnan(c.bytes_per_s)
 
 
