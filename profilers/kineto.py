@@ -88,10 +88,10 @@ def _one_line(exc: Exception) -> str:
 def _decode(data: bytes, path: Path) -> Document:
     try:
         return decode(data)
+    except msgspec.ValidationError as exc:  # valid JSON, wrong shape (a DecodeError subclass)
+        raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({_one_line(exc)})", path=path) from None
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except RecursionError:
         raise TraceFormatError("invalid JSON (nested too deeply)", path=path) from None
 
