@@ -207,6 +207,24 @@ def take(cols: Columns, idx: np.ndarray) -> Columns:
     )
 
 
+def is_category(cats: list[str], wanted: frozenset[str]) -> np.ndarray:
+    """Per event, whether its category (any case) is in `wanted`."""
+    codes, uniques = pd.factorize(np.array(cats, dtype=object))
+    hit = np.array([isinstance(c, str) and c.lower() in wanted for c in uniques] + [False], dtype=bool)
+    return hit[codes]
+
+
+def ints(values: list[IntOrStr]) -> np.ndarray:
+    """int64 array of ids written as ints (or, on MTIA, numeric strings); -1 where missing."""
+    try:
+        arr = np.array(values, dtype=np.float64)  # None -> NaN; "108" -> 108.0
+    except (TypeError, ValueError):
+        return np.array([as_int(v) for v in values], dtype=np.int64)
+    if not np.isfinite(arr).all() or np.abs(arr).max(initial=0) >= 2**53 or (arr != np.floor(arr)).any():
+        return np.array([as_int(v) for v in values], dtype=np.int64)
+    return arr.astype(np.int64)
+
+
 def as_int(value: IntOrStr, default: int = -1) -> int:
     """Kineto writes some ids as strings (MTIA stream_id "108"); anything else is `default`."""
     if type(value) is int:

@@ -68,14 +68,18 @@ def distinct_names(op: np.ndarray, name: list[str], n_ops: int) -> np.ndarray:
     out = np.full(n_ops, "", dtype=object)
     if len(op) == 0:
         return out
-    pairs = pd.DataFrame({"op": op, "name": pd.Series(name, dtype=object)}).drop_duplicates()
-    counts = np.bincount(pairs["op"].to_numpy(), minlength=n_ops)
-    single = pairs[counts[pairs["op"].to_numpy()] == 1]
-    out[single["op"].to_numpy()] = single["name"].to_numpy(dtype=object)
-    multi = pairs[counts[pairs["op"].to_numpy()] > 1]
-    if len(multi):
-        joined = multi.groupby("op", sort=False)["name"].agg("\n".join)
-        out[joined.index.to_numpy()] = joined.to_numpy(dtype=object)
+    code, uniques = pd.factorize(np.array(name, dtype=object))
+    uniques = np.asarray(uniques, dtype=object)
+    first = np.sort(np.unique(op * (len(uniques) + 1) + code, return_index=True)[1])
+    op, code = op[first], code[first]  # distinct (op, name) pairs, in launch order
+    counts = np.bincount(op, minlength=n_ops)
+    single = counts[op] == 1
+    out[op[single]] = uniques[code[single]]
+    joined: dict[int, list[str]] = {}
+    for o, c in zip(op[~single].tolist(), code[~single].tolist()):  # few ops launch several kernels
+        joined.setdefault(o, []).append(uniques[c])
+    for o, names in joined.items():
+        out[o] = "\n".join(names)
     return out
 
 
@@ -93,10 +97,15 @@ def op_classes(key: np.ndarray, kernels: np.ndarray) -> np.ndarray:
     classes = np.array([classify(k) if k else "other" for k in uniques], dtype=object)[codes]
     ask = np.flatnonzero((classes == "other") & (kernels != ""))
     if len(ask):
-        pcodes, puniques = pd.factorize(pd.MultiIndex.from_arrays([key[ask], kernels[ask]]))
-        by_kernels = np.array([classify(k, ks.split("\n")) for k, ks in puniques], dtype=object)
+        pcodes, puniques = pd.factorize(key[ask] + "\x1f" + kernels[ask])
+        by_kernels = np.array([classify(*_split_pair(p)) for p in puniques], dtype=object)
         classes[ask] = by_kernels[pcodes]
     return classes
+
+
+def _split_pair(pair: str) -> tuple[str, list[str]]:
+    key, kernels = pair.split("\x1f", 1)
+    return key, kernels.split("\n")
 
 
 def frame(columns: dict[str, np.ndarray | list]) -> pd.DataFrame:
