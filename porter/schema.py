@@ -124,7 +124,11 @@ def _coerce(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
             continue
         s = df[c.name]
         if c.kind == "str":
-            out[c.name] = s.astype(object).where(s.notna(), "").astype(str).astype(object)
+            # Object columns of str (what readers build) pass through; anything else is converted.
+            values = s.to_numpy(dtype=object, na_value="")
+            if s.dtype != object:
+                values = values.astype(str).astype(object)
+            out[c.name] = values
         else:
             out[c.name] = s.astype(_DTYPES[c.kind])
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))

@@ -33,6 +33,7 @@ class Args(msgspec.Struct, gc=False):
     flops: Optional[float] = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     module_hierarchy: Optional[str] = msgspec.field(default=None, name="Module Hierarchy")
 
 

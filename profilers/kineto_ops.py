@@ -30,17 +30,20 @@ def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
 
 
 def op_table_columns(args: list[Optional[Args]], n_synthetic: int) -> dict[str, np.ndarray]:
-    """flops, bytes, input_shapes, dtypes for the ops (None args -> unknown), then synthetic rows."""
+    """flops, bytes, input_shapes, dtypes, concrete_inputs for the ops (None args -> unknown),
+    then synthetic rows."""
     empty = msgspec.Raw()
     pad_s = np.full(n_synthetic, "", dtype=object)
     flops = np.array([np.nan if a is None or a.flops is None else a.flops for a in args], dtype=np.float64)
     shapes = _raw_texts([empty if a is None else a.input_dims for a in args])
     dtypes = _raw_texts([empty if a is None else a.input_type for a in args])
+    concrete = _raw_texts([empty if a is None else a.concrete_inputs for a in args])
     return {
         "flops": np.concatenate([flops, np.full(n_synthetic, np.nan)]),
         "bytes": np.full(len(args) + n_synthetic, np.nan),
         "input_shapes": np.concatenate([shapes, pad_s]),
         "dtypes": np.concatenate([dtypes, pad_s]),
+        "concrete_inputs": np.concatenate([concrete, pad_s]),
     }
 
 
