@@ -50,6 +50,8 @@ class Alignment:
     target_group: pd.Series
     source_times: OpTimes
     target_times: OpTimes
+    source_ops: pd.DataFrame  # the ops as aligned: synthetic ops carry inferred scopes
+    target_ops: pd.DataFrame
     stats: dict = field(default_factory=dict)
 
     def coverage(self) -> dict[str, float]:
@@ -358,7 +360,7 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
         "source_units_scope_inferred": int(src["inferred"].sum()),
         "target_units_scope_inferred": int(tgt["inferred"].sum()),
     }
-    return Alignment(groups, src_member, tgt_member, st, tt, stats)
+    return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
 
 
 def unmatched(al: Alignment, ops: pd.DataFrame, side: str, top: int = 20) -> pd.DataFrame:
