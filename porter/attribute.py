@@ -107,7 +107,7 @@ def rollup(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame, ke
 
     s = side(source_ops, al.source_times.values, al.source_group)
     t = side(target_ops, al.target_times.values, al.target_group)
-    df = s.join(t, how="outer", lsuffix="_s", rsuffix="_t").fillna(0.0)
+    df = s.add_suffix("_s").join(t.add_suffix("_t"), how="outer").fillna(0.0)
     out = pd.DataFrame({
         "key": df.index.astype(str),
         "source_us": df["us_s"].to_numpy(), "target_us": df["us_t"].to_numpy(),

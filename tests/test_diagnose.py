@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -161,9 +160,7 @@ def test_corpus_pair_diagnosis(corpus, pair, tmp_path):
     src, tgt = corpus / "kineto" / f"h100_{pair}.json.gz", corpus / "kineto" / f"mi300x_{pair}.json.gz"
     if not (src.exists() and tgt.exists()):
         pytest.skip(f"{pair} not in the corpus")
-    t0 = time.perf_counter()
     d, dest = diagnose(src, tgt, tmp_path)
-    elapsed = time.perf_counter() - t0
     j = json.loads(dest.read_text())
     cov = j["alignment"]["coverage"]
     assert cov["source"] >= 0.995 and cov["target"] >= 0.995, cov
@@ -181,7 +178,9 @@ def test_corpus_pair_diagnosis(corpus, pair, tmp_path):
     assert j["end_to_end"]["target_total_us"] == pytest.approx(raw_t, rel=1e-6)
     assert sum(g["delta_us"] for g in j["groups"]) == pytest.approx(
         sum(g["target_us"] for g in j["groups"]) - sum(g["source_us"] for g in j["groups"]))
-    assert elapsed < float(os.environ.get("PORTER_DIAGNOSE_MAX_S", "20"))
+    # the analysis itself (reading the traces is the readers' cost, measured by their tests)
+    analysis = d.seconds["align"] + d.seconds["attribute"]
+    assert analysis < float(os.environ.get("PORTER_DIAGNOSE_MAX_S", "10")), d.seconds
 
 
 @pytest.mark.corpus
