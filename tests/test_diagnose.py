@@ -201,3 +201,17 @@ def test_qwen_per_step_time_against_tracelens_busy_time(corpus, tmp_path):
         assert j[f"{side}_per_step_us"]["median"] == pytest.approx(float(in_step["device_us"].sum()), rel=1e-9)
         linked = float(in_step.loc[~in_step["synthetic"], "device_us"].sum())
         assert linked == pytest.approx(tl.loc["busy_time", col] * 1e3, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_live_capture_both_sides(tmp_path):
+    """MODEL + targets: both runs captured now; same program on both sides aligns fully."""
+    r = run_porter("diagnose", "mlp", "--from", "cpu", "--to", "cpu", "-o", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    src, tgt = j["inputs"]["source"], j["inputs"]["target"]
+    assert src["model_fingerprint"] and src["model_fingerprint"] == tgt["model_fingerprint"]
+    assert j["end_to_end"]["source_wall_s"]["n"] >= 5 and j["end_to_end"]["wall_ratio"] > 0
+    assert min(j["alignment"]["coverage"].values()) >= 0.99
+    assert j["alignment"]["stats"]["groups_per_pass"]["scope"] > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
