@@ -7,8 +7,9 @@ forward hook leaves it, so every HLO op carries the scopes of the modules around
 (``jit(f)/porter.module:blocks.0/porter.module:blocks.0.attn/aten::gelu/erf``). Hooks fire
 only while tracing, so the compiled program is the same with or without them (named
 scopes are metadata). ``<name>`` is the qualified name with its dots: a scope name must
-not contain "/" (the op_name separator); :func:`module_of_scopes` turns the innermost
-marker back into the porter path (``blocks/0/attn``), the same path the torch stacks use.
+not contain "/" (the op_name separator); the reader turns the innermost
+marker back into the porter path (``blocks/0/attn``) (profilers/porter_tags.py, used by the
+XPlane reader), the same path the torch stacks use.
 """
 
 from __future__ import annotations
@@ -44,17 +45,6 @@ def scope_name(qualified_name: str) -> str:
     return f"{MODULE_RANGE_PREFIX}{qualified_name}"
 
 
-def module_of_scopes(scopes: str) -> str | None:
-    """The porter module path of a '/'-joined scope string: its innermost porter marker.
-
-    None when no component is a porter marker (a trace porter did not tag).
-    """
-    for comp in reversed(scopes.split("/")):
-        if comp.startswith(MODULE_RANGE_PREFIX):
-            return module_path(comp[len(MODULE_RANGE_PREFIX):])
-    return None
-
-
 @contextlib.contextmanager
 def jax_module_scopes(
     root: torch.nn.Module,
@@ -63,7 +53,8 @@ def jax_module_scopes(
 ) -> Iterator[None]:
     """Hooks that open a jax.named_scope per submodule while a forward is traced.
 
-    Nested modules nest scopes; the root gets none. on_output(path, args, output) is
+    Nested modules nest scopes. The root gets the empty tag ``porter.module:``, so ops
+    outside every submodule read back as module "" (not as torchax's op scopes). on_output(path, args, output) is
     called after each module's forward (with traced values under jit).
     """
     import jax
@@ -91,7 +82,8 @@ def jax_module_scopes(
             handles.append(mod.register_forward_pre_hook(lambda m, a, _n=name: pre(_n, m, a)))
             handles.append(mod.register_forward_hook(lambda m, a, o, _n=name: post(_n, m, a, o)))
     try:
-        yield
+        with jax.named_scope(scope_name("")):
+            yield
     except BaseException:
         if tracker is not None and tracker.failed_in is None:
             tracker.failed_in = tracker.current
