@@ -65,6 +65,32 @@ def module_of_nodes(onnx_path: Path) -> dict[str, dict[str, str]]:
             for name, entry in node_scopes_from_onnx(onnx_path).items()}
 
 
+def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Extend node -> scope to the nodes of ORT's optimized graph (the names its profile uses).
+
+    Fusion renames nodes (``node_MatMul_6/MatMulAddFusion``, ``SkipLayerNormalization``) and
+    inserts helpers (``gemm_input_reshape_token_3``). An optimized node takes the scope of the
+    original node that produced the same output value, else of the original node its name
+    starts with, else of the producer of its first input that has one.
+    """
+    producer = {out: n.name for n in original.node for out in n.output}
+    scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
+    out = dict(nodes)
+    for node in optimized.node:
+        if node.name in out:
+            continue
+        found = next((scope_of_value[v] for v in node.output if v in scope_of_value), None)
+        if found is None:
+            found = nodes.get(node.name.split("/")[0])
+        if found is None:
+            found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
+        if found is not None:
+            out[node.name] = found
+            for v in node.output:
+                scope_of_value.setdefault(v, found)
+    return out
+
+
 def module_outputs(graph: Any, node_modules: dict[str, str]) -> dict[str, str]:
     """module path -> the ONNX value that is its output.
 
@@ -124,7 +150,7 @@ class OrtStack(Stack):
             )
         return Availability(True)
 
-    def _session(self, prepared: Prepared, profile_prefix: Path | None = None):
+    def _session(self, prepared: Prepared, profile_prefix: Path | None = None, optimized: Path | None = None):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
@@ -132,6 +158,8 @@ class OrtStack(Stack):
         if profile_prefix is not None:
             opts.enable_profiling = True
             opts.profile_file_prefix = str(profile_prefix)
+        if optimized is not None:  # serialise the graph ORT runs: its node names are the profile's
+            opts.optimized_model_filepath = str(optimized)
         return ort.InferenceSession(str(prepared.handle["onnx"]), opts, providers=[PROVIDERS[prepared.device]])
 
     def prepare_impl(self, model: Any, device: str) -> Prepared:
@@ -167,7 +195,10 @@ class OrtStack(Stack):
         return [torch.from_numpy(a.copy()) for a in out]
 
     def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
-        sess = self._session(prepared, profile_prefix=raw_dir / "ort")
+        import onnx
+
+        opt_path = Path(prepared.handle["onnx"]).with_suffix(".optimized.onnx")
+        sess = self._session(prepared, profile_prefix=raw_dir / "ort", optimized=opt_path)
         feed = dict(zip(prepared.handle["input_names"], prepared.inputs))
         for _ in range(PROFILE_WARMUP_RUNS):
             sess.run(None, feed)
@@ -180,7 +211,10 @@ class OrtStack(Stack):
         dest = raw_dir / f"{prepared.model.name}.ort.json"
         written.replace(dest)
         nodes_path = Path(str(dest) + ".nodes.json")
-        nodes_path.write_text(json.dumps(prepared.handle["nodes"], indent=1, sort_keys=True) + "\n")
+        original = onnx.load(str(prepared.handle["onnx"]), load_external_data=False).graph
+        nodes = scopes_of_optimized(original, onnx.load(str(opt_path), load_external_data=False).graph,
+                                    prepared.handle["nodes"])
+        nodes_path.write_text(json.dumps(nodes, indent=1, sort_keys=True) + "\n")
         prepared.info.update(profiled_step_s=step_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
         return dest
 
