@@ -19,9 +19,12 @@ import abc
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from porter.errors import PorterError, TargetUnavailable
 
@@ -37,6 +40,7 @@ class CaptureFailure(PorterError):
     def __init__(self, message: str, *, op: str = "", module: str | None = None, hint: str | None = None):
         self.op = op
         self.module = module
+        self.detail = ""  # full error text (traceback) for the failed bundle
         super().__init__(message, hint=hint)
 
 
@@ -124,6 +128,7 @@ class ModuleTracker:
     def __init__(self) -> None:
         self.stack: list[str] = []
         self.failed_in: str | None = None
+        self.failed_op: str = ""  # set by stacks that watch the dispatcher
 
     @property
     def current(self) -> str | None:
@@ -221,6 +226,18 @@ class Stack(abc.ABC):
         self.availability(device).raise_if_missing(f"{device}:{self.name}")
         return self.prepare_impl(model, self.resolve_device(device))
 
+    def first_run(self, prepared: Prepared) -> Any:
+        """The first forward (compiles lazily-compiled stacks); failures become CaptureFailure
+        naming the op and module, with the full error text kept on it as `detail`."""
+        try:
+            return self.first_run_impl(prepared)
+        except PorterError:
+            raise
+        except Exception as exc:
+            failure = self.describe_failure_impl(prepared, exc)
+            failure.detail = "".join(__import__("traceback").format_exception(exc))
+            raise failure from None
+
     def run(self, prepared: Prepared, inputs: tuple[Any, ...] | None = None) -> Any:
         """One forward, finished on the device (synchronised) before returning."""
         out = prepared.call(*(prepared.inputs if inputs is None else inputs))
@@ -256,9 +273,28 @@ class Stack(abc.ABC):
         """Per-module outputs and inputs (CPU tensors) of one unprofiled forward, within cap_bytes."""
         return self.module_activations_impl(prepared, cap_bytes)
 
+    def attribute_modules(self, prepared: Prepared, ops: "pd.DataFrame") -> "pd.DataFrame":
+        """Fill ops.module where the trace itself carries no module ranges (compiler-attributed
+        stacks map kernels to modules from compile-time metadata). Default: as read."""
+        return self.attribute_modules_impl(prepared, ops)
+
+    def attribute_modules_impl(self, prepared: Prepared, ops: "pd.DataFrame") -> "pd.DataFrame":
+        return ops
+
     def versions(self) -> dict[str, str]:
         """Framework/runtime versions for the manifest."""
         return {"torch": torch.__version__, **self.versions_impl()}
+
+    def device_info(self, device: str) -> dict[str, Any]:
+        """Device name, driver/runtime versions for the manifest (never raises)."""
+        try:
+            return self.device_info_impl(self.resolve_device(device))
+        except Exception as exc:
+            return {"type": device, "name": "", "error": f"{type(exc).__name__}: {exc}"}
+
+    def ceilings(self, device: str, dtype: torch.dtype) -> dict[str, Any]:
+        """Measured matmul FLOP/s (in dtype) and copy bytes/s on the device, once per capture."""
+        return self.ceilings_impl(self.resolve_device(device), dtype)
 
     # ---- stack-specific parts ----
     @abc.abstractmethod
@@ -269,6 +305,21 @@ class Stack(abc.ABC):
 
     @abc.abstractmethod
     def prepare_impl(self, model: Any, device: str) -> Prepared: ...
+
+    def first_run_impl(self, prepared: Prepared) -> Any:
+        """Default: a forward with tracking hooks on the torch module (no ranges)."""
+        tracker = ModuleTracker()
+        prepared.info["_tracker"] = tracker
+        with module_hooks(prepared.model.module, ranges=False, tracker=tracker):
+            return self.run(prepared)
+
+    def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> "CaptureFailure":
+        from porter.targets.failure import describe_failure
+
+        tracker = prepared.info.pop("_tracker", None)
+        return describe_failure(exc, prepared.model.module, self.name,
+                                tracked_module=tracker.failed_in if tracker else None,
+                                tracked_op=getattr(tracker, "failed_op", ""))
 
     @abc.abstractmethod
     def sync_impl(self, prepared: Prepared, out: Any) -> None:
@@ -286,6 +337,16 @@ class Stack(abc.ABC):
 
     def versions_impl(self) -> dict[str, str]:
         return {}
+
+    def device_info_impl(self, device: str) -> dict[str, Any]:
+        from porter.ceilings import torch_device_info
+
+        return torch_device_info(device)
+
+    def ceilings_impl(self, device: str, dtype: torch.dtype) -> dict[str, Any]:
+        from porter.ceilings import torch_ceilings
+
+        return torch_ceilings(device, dtype)
 
 
 def parse_target(text: str) -> TargetSpec:
