@@ -226,7 +226,9 @@ class OrtStack(Stack):
         acts = Activations(source="module output values exposed as ONNX graph outputs (ORT numerics)")
         proto = onnx.load(str(prepared.handle["onnx"]))
         node_modules = {k: v["module"] for k, v in prepared.handle["nodes"].items()}
-        wanted = module_outputs(proto.graph, node_modules)
+        called = {module_path(n) for n, m in prepared.model.module.named_modules()
+                  if n and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict))}  # containers never run
+        wanted = {p: v for p, v in module_outputs(proto.graph, node_modules).items() if p in called}
         have = {o.name for o in proto.graph.output}
         for value in sorted(set(wanted.values()) - have):
             proto.graph.output.append(onnx.ValueInfoProto(name=value))
