@@ -123,12 +123,6 @@ class XlaStack(Stack):
         except ImportError as exc:
             return Availability(False, f"jax is not importable ({exc})", "pip install 'porter[xla]'")
         try:
-            from porter.compat.torchax_shim import import_torchax
-
-            import_torchax()
-        except ImportError as exc:
-            return Availability(False, f"torchax is not importable ({exc})", "pip install 'porter[xla]'")
-        try:
             jax.devices(JAX_PLATFORM[device])
         except RuntimeError:
             shown = sorted({d.platform for d in jax.devices()})
@@ -136,6 +130,12 @@ class XlaStack(Stack):
             return Availability(
                 False, f"jax has no {device.upper()} backend here (jax.devices() shows only {', '.join(shown)})", remedy
             )
+        try:
+            from porter.compat.torchax_shim import import_torchax
+
+            import_torchax()
+        except ImportError as exc:
+            return Availability(False, f"torchax is not importable ({exc})", "pip install 'porter[xla]'")
         return Availability(True)
 
     def resolve_device_impl(self) -> str:
