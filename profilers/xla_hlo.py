@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from porter.opclass import classify
 from porter.schema import MODULE_SEP, NO_MODULE
+from profilers.porter_tags import module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
 # * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
@@ -97,7 +98,9 @@ def scope_and_op(op_name: str) -> tuple[str, str]:
     parts = split_path(op_name)
     if len(parts) < 2:
         return NO_MODULE, ""
-    return MODULE_SEP.join(_user_scopes(parts[:-1])), parts[-1]
+    scopes = _user_scopes(parts[:-1])
+    tagged = module_from_tags(scopes)  # porter's own capture: its tags name the module exactly
+    return (tagged if tagged is not None else MODULE_SEP.join(scopes)), parts[-1]
 
 
 def strip_suffix(hlo_name: str) -> str:
