@@ -11,12 +11,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from porter.capture import CaptureOptions, capture
+from porter.errors import TargetUnavailable
 from porter.models import load_model
+from porter.targets import CaptureFailure
 from porter.targets import get_stack, parse_target
 from tests.conftest import run_porter
 
 BAD = Path(__file__).parent / "models" / "bad_models.py"
 FAST = ("--steps", "2", "--warmup", "1", "--repeats", "5")
+OPTS = CaptureOptions(steps=2, warmup=1, repeats=5)
 
 
 def called_module_paths(name: str) -> set[str]:
@@ -144,28 +148,32 @@ def test_unsupported_op_under_inductor_is_named(tmp_path):
 
 def test_failing_module_in_eager_is_named(tmp_path):
     dest = tmp_path / "failed"
-    r = run_porter("capture", f"{BAD}:shape_bug_model", "--on", "cpu", "-o", str(dest), *FAST)
-    assert r.returncode == 2
-    assert "module body/fc2" in r.stderr and "aten.addmm" in r.stderr
-    assert manifest(dest)["error"]["module"] == "body/fc2"
+    with pytest.raises(CaptureFailure) as exc:
+        capture(f"{BAD}:shape_bug_model", "cpu", dest, OPTS)
+    assert "module body/fc2" in str(exc.value) and "aten.addmm" in str(exc.value)
+    assert exc.value.module == "body/fc2"
+    assert manifest(dest)["status"] == "failed" and manifest(dest)["error"]["module"] == "body/fc2"
 
 
 def test_nan_output_is_flagged_not_fatal(tmp_path):
-    dest = tmp_path / "nan"
-    r = run_porter("capture", f"{BAD}:nan_model", "--on", "cpu", "-o", str(dest), *FAST)
-    assert r.returncode == 0, r.stderr
-    nums = manifest(dest)["numerics"]
+    result = capture(f"{BAD}:nan_model", "cpu", tmp_path / "nan", OPTS)
+    nums = manifest(result.path)["numerics"]
     assert nums["nan"] is True and nums["ok"] is False and nums["nan_count"] > 0
-    assert "NaN" in r.stdout
 
 
-@pytest.mark.parametrize("target,needle", [("cuda", "no CUDA device"), ("tpu", "tpu")])
-def test_unavailable_target_one_line_exit_3(target, needle, tmp_path):
-    if target == "cuda" and torch.cuda.is_available():
+def test_cuda_unavailable_one_line_exit_3(tmp_path):
+    if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = run_porter("capture", "transformer", "--on", target, "-o", str(tmp_path / "x"))
+    r = run_porter("capture", "transformer", "--on", "cuda", "-o", str(tmp_path / "x"))
     assert r.returncode == 3
-    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "no CUDA device" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_tpu_unavailable_names_what_is_missing(tmp_path):
+    with pytest.raises(TargetUnavailable) as exc:
+        capture("transformer", "tpu", tmp_path / "x", OPTS)
+    assert exc.value.exit_code == 3 and "tpu" in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "x").exists()
 
 
