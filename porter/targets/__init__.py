@@ -37,7 +37,7 @@ class StackMissing(Stack):
     """Stand-in for a stack whose module cannot be imported: always unavailable, says why."""
 
     def __init__(self, name: str, why: str) -> None:
-        self.name, self.why, self.devices = name, why, ("cpu",)
+        self.name, self.why, self.devices = name, why, DEVICES
 
     def availability_impl(self, device: str) -> Availability:
         return Availability(False, self.why, f"install porter[{self.name}] or pick another stack")
@@ -68,6 +68,9 @@ def all_targets() -> Iterator[TargetSpec]:
     """Every DEVICE:STACK pair a registered stack claims, plus bare stack names (auto)."""
     for name in STACK_MODULES:
         stack = get_stack(name)
+        if isinstance(stack, StackMissing):
+            yield TargetSpec(AUTO_DEVICE, name)  # one row saying why it is missing
+            continue
         for device in stack.devices:
             yield TargetSpec(device, name)
 
