@@ -122,3 +122,16 @@ def test_tpu_target_is_unavailable_with_one_line_reason(tmp_path):
     assert len(lines) == 1, done.stderr
     assert "TPU" in lines[0] and "jax" in lines[0]
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_ort_fused_nchwc_nodes_keep_their_modules(tmp_path):
+    """On the CNN, ORT's CPU provider fuses Conv+BN+ReLU and renames nodes for its NCHWc
+    layout (``relu_nchwc``); those must still map to modules. Only the root's flatten
+    (a reshape in the model's own forward) is outside every module."""
+    done = run_porter("capture", "cnn", "--on", "cpu:ort", "-o", str(tmp_path / "b"), "--steps", "3", "--repeats", "5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    ops = pd.read_parquet(tmp_path / "b" / "ops.parquet")
+    untagged = ops.loc[(ops["module"] == "") & (ops["device_us"] > 0), "framework_op"]
+    assert set(untagged) <= {"aten::view", "aten::flatten", "aten::reshape"}, set(untagged)
+    assert any(n.endswith("_nchwc") for n in ops["name"])  # the layout pass ran, so this checks the mapping

@@ -24,6 +24,7 @@ from porter.targets.base import Activations, Availability, CaptureFailure, Prepa
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 PROFILE_WARMUP_RUNS = 1  # inside the profiled session: its first run pays for arena allocation
+_NCHWC = re.compile(r"_nchwc$")
 _ATEN_OP = re.compile(r"aten[.:]{1,2}[A-Za-z_0-9]+(?:\.[A-Za-z_0-9]+)?")
 
 
@@ -69,9 +70,10 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     """Extend node -> scope to the nodes of ORT's optimized graph (the names its profile uses).
 
     Fusion renames nodes (``node_MatMul_6/MatMulAddFusion``, ``SkipLayerNormalization``) and
-    inserts helpers (``gemm_input_reshape_token_3``). An optimized node takes the scope of the
-    original node that produced the same output value, else of the original node its name
-    starts with, else of the producer of its first input that has one.
+    inserts helpers (``gemm_input_reshape_token_3``); the CPU provider's NCHWc layout pass
+    names nodes after the value they replace (``relu_nchwc``). An optimized node takes the
+    scope of the original node that produced the same output value, else of the original
+    node (or value) its name starts with, else of the producer of its first input that has one.
     """
     producer = {out: n.name for n in original.node for out in n.output}
     scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
@@ -80,8 +82,9 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
         if node.name in out:
             continue
         found = next((scope_of_value[v] for v in node.output if v in scope_of_value), None)
-        if found is None:
-            found = nodes.get(node.name.split("/")[0])
+        if found is None:  # fused: "<original node>/<Fusion>"; NCHWc layout: "<original value>_nchwc"
+            stem = node.name.split("/")[0]
+            found = nodes.get(stem) or scope_of_value.get(_NCHWC.sub("", stem))
         if found is None:
             found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
         if found is not None:
