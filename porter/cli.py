@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from porter.errors import PorterError
+from porter.units import fmt_us
 
 app = typer.Typer(
     name="porter",
@@ -32,16 +33,6 @@ err = Console(stderr=True)
 def fail(exc: PorterError) -> None:
     err.print(f"[bold red]porter: error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
-
-
-def fmt_us(us: float) -> str:
-    if us != us:  # NaN
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} us"
 
 
 @app.command()
@@ -116,6 +107,27 @@ def show(
     rest = len(table_df) - top
     if rest > 0:
         out.print(f"[dim]... {rest} more rows (--top to see more)[/]")
+
+
+@app.command()
+def report(
+    diagnosis_dir: Path = typer.Argument(..., help="A directory written by `porter diagnose` (holds diagnosis.json)."),
+    fmt: str = typer.Option("all", "--format", help="html, md (report.md + summary.md), json, or all."),
+    out_path: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default: DIAGNOSIS_DIR), or a file name (.html/.md/.json) for one format."),
+) -> None:
+    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md (one page, plain words).
+
+    Example: porter report diag/ --format html -o qwen.html
+    """
+    from porter.report import FORMATS, write_reports
+
+    formats = list(FORMATS) if fmt == "all" else [fmt]
+    try:
+        paths = write_reports(diagnosis_dir, formats, out_path)
+    except PorterError as exc:
+        fail(exc)
+    for p in paths:
+        out.print(str(p), highlight=False)
 
 
 def main() -> None:
