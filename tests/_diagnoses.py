@@ -1,0 +1,53 @@
+"""Real diagnoses for the report tests, made once per session by the real CLI."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_dir, run_porter
+
+QWEN_SRC = "kineto/h100_Qwen_Qwen1.5-0.5B-Chat.json.gz"
+QWEN_TGT = "kineto/mi300x_Qwen_Qwen1.5-0.5B-Chat.json.gz"
+
+
+def diagnose(out: Path, *args: str) -> Path:
+    """Run `porter diagnose ARGS -o out`; skip with the reason when it cannot run here."""
+    proc = run_porter("diagnose", *args, "-o", str(out))
+    if "No such command" in proc.stderr:
+        pytest.skip("`porter diagnose` is not on this branch yet (branch diagnose)")
+    if proc.returncode == 3:
+        pytest.skip(f"target unavailable here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "diagnosis.json").is_file()
+    return out
+
+
+def qwen_trace_diagnosis(base: Path) -> Path:
+    corpus = corpus_dir()
+    if not (corpus / QWEN_SRC).is_file():
+        pytest.skip(f"trace corpus not found at {corpus}")
+    return diagnose(base / "qwen", "--from", str(corpus / QWEN_SRC), "--to", str(corpus / QWEN_TGT))
+
+
+def real_kernel_names(min_count: int = 2) -> list[str]:
+    """Kernel names from the H100 Qwen trace that hold '<', '>' and '&' (read with plain json)."""
+    path = corpus_dir() / QWEN_SRC
+    if not path.is_file():
+        pytest.skip(f"trace corpus not found at {corpus_dir()}")
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    names = sorted({e["name"] for e in events if e.get("cat") == "kernel" and all(c in e["name"] for c in "<>&")}, key=len)
+    assert len(names) >= min_count
+    return names
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    pytest.skip("chromium is not installed (CI installs the Debian package `chromium` in .ci/run)")

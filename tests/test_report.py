@@ -1,0 +1,153 @@
+"""Reports: escaping of real kernel names, atomic writes, and numbers that agree with diagnosis.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from _diagnoses import qwen_trace_diagnosis, real_kernel_names
+from conftest import run_porter
+
+from porter.errors import PorterError
+from porter.report import md_code, model_from_diagnosis, render, render_all, write_reports
+
+INJECTED = '<script>throw new Error("injected")</script>'
+
+
+class Page(HTMLParser):
+    """Collects element text by id, every <script> body, and all visible text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.by_id: dict[str, str] = {}
+        self.scripts: list[str] = []
+        self.text: list[str] = []
+        self._open: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("meta", "input", "br", "img", "link", "line", "circle", "polyline"):
+            return
+        self._open.append((tag, dict(attrs).get("id")))
+        if tag == "script":
+            self.scripts.append("")
+
+    def handle_endtag(self, tag):
+        while self._open:
+            t, ident = self._open.pop()
+            if t == tag:
+                break
+
+    def handle_data(self, data):
+        if self._open and self._open[-1][0] == "script":
+            self.scripts[-1] += data
+            return
+        self.text.append(data)
+        for _, ident in self._open:
+            if ident:
+                self.by_id[ident] = self.by_id.get(ident, "") + data
+
+
+def parse_html(text: str) -> Page:
+    page = Page()
+    page.feed(text)
+    return page
+
+
+def hostile_diagnosis(names: list[str]) -> dict:
+    """A diagnosis whose every name field holds real kernel names (< > &) and an injection."""
+    evil = names[0] + " " + INJECTED
+    return {
+        "model": "escape & <check>",
+        "source": {"device": {"name": "NVIDIA H100 80GB HBM3"}, "total_us": 1000.0},
+        "target": {"device": {"name": "AMD <MI300X> & co"}, "total_us": 1500.0},
+        "time": {
+            "by_class": [{"key": "matmul", "source_us": 600.0, "target_us": 900.0}],
+            "by_module": [{"key": "model/<layers>&0", "source_us": 100.0, "target_us": 200.0}],
+            "by_group": [{"key": n, "op_class": "elementwise", "source_us": 10.0, "target_us": 20.0} for n in names] + [{"key": evil, "source_us": 1.0, "target_us": 5.0}],
+        },
+        "unmatched": {"target": [{"name": evil, "device_us": 7.0, "module": names[1]}]},
+        "fixes": [{"title": "Fuse <elementwise> & copy", "where": evil, "why": "a|b", "first_step": "x", "effort_days": [1, 2], "recoverable_us": 100.0}],
+        "command": f"porter diagnose --from 'a&b' --to '<t>'",
+    }
+
+
+def test_html_autoescape_keeps_real_kernel_names_as_text():
+    names = real_kernel_names()
+    html = render(model_from_diagnosis(hostile_diagnosis(names)), "report.html.j2")
+    page = parse_html(html)
+    assert "injected" not in "".join(page.scripts)  # the payload never became a script element
+    text = "".join(page.text)
+    for name in names:  # the name survives as text, character for character
+        assert name in text
+    assert names[0] + " " + INJECTED in text
+    assert "&lt;script&gt;" in html and "AMD &lt;MI300X&gt; &amp; co" in html
+
+
+def test_markdown_keeps_names_in_code_spans_and_cells_intact():
+    names = real_kernel_names()
+    texts = render_all(model_from_diagnosis(hostile_diagnosis(names)), ["md"])
+    md = texts["report.md"]
+    for name in names:
+        assert md_code(name) in md
+    gap_rows = [line for line in md.splitlines() if line.startswith("| `void")]
+    assert gap_rows and all(len(re.split(r"(?<!\\)\|", row)) == 10 for row in gap_rows)  # 8 cells, no stray pipes
+    assert "<script" not in md.replace(md_code(names[0] + " " + INJECTED), "")
+    assert "void" not in texts["summary.md"]  # no kernel names for leadership
+
+
+def test_writes_are_atomic_and_leave_no_temporaries(tmp_path):
+    names = real_kernel_names()
+    (tmp_path / "diagnosis.json").write_text(json.dumps(hostile_diagnosis(names)))
+    written = write_reports(tmp_path, ["html", "md", "json"])
+    assert sorted(p.name for p in written) == ["report.html", "report.json", "report.md", "summary.md"]
+    before = (tmp_path / "report.html").read_bytes()
+    with pytest.raises(PorterError):
+        write_reports(tmp_path, ["html", "pdf"])  # fails while rendering: nothing is replaced
+    assert (tmp_path / "report.html").read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    json.loads((tmp_path / "report.json").read_text())
+
+
+def test_cli_report_errors_are_one_line(tmp_path):
+    proc = run_porter("report", str(tmp_path))
+    assert proc.returncode == 2 and "no diagnosis.json" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "diagnosis.json").write_text("{not json")
+    proc = run_porter("report", str(tmp_path))
+    assert proc.returncode == 2 and "unreadable diagnosis.json" in proc.stderr
+
+
+# ----------------------------------------------------------- a real trace-mode diagnosis
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory) -> Path:
+    return qwen_trace_diagnosis(tmp_path_factory.mktemp("diag"))
+
+
+@pytest.mark.corpus
+def test_diagnose_writes_reports_by_default(qwen):
+    for name in ("report.html", "report.md", "summary.md"):
+        assert (qwen / name).stat().st_size > 0, name
+
+
+@pytest.mark.corpus
+def test_cli_report_renders_each_format(qwen, tmp_path):
+    proc = run_porter("report", str(qwen), "--format", "all", "-o", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in tmp_path.iterdir()} == {"report.html", "report.md", "summary.md", "report.json"}
+    one = tmp_path / "one.html"
+    assert run_porter("report", str(qwen), "--format", "html", "-o", str(one)).returncode == 0
+    assert one.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_templates_ship_as_package_data():
+    """A regular (non-editable) install must carry the templates: pyproject's package-data covers them."""
+    import fnmatch
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[1]
+    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["porter"]
+    files = [p.relative_to(repo / "porter").as_posix() for p in (repo / "porter" / "templates").iterdir()]
+    assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
