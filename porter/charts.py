@@ -138,27 +138,37 @@ def waterfall(
 ) -> str:
     """Horizontal waterfall: a start total, signed steps that move it, and the end total.
 
-    Steps that add time (target slower) are red, steps that remove it green.
+    Steps that add time (target slower) are red, steps that remove it green. When the
+    steps are small against the totals, the axis starts above zero (and says so) so that
+    they stay visible.
     """
     running = [start[1]]
     for _, d in steps:
         running.append(running[-1] + d)
-    lo = min(0.0, *running, end[1])
     hi = max(*running, end[1], 1e-12)
+    low = min(*running, end[1])
+    lo = min(0.0, low)
+    if low > 0 and 0 < (hi - low) < 0.25 * hi:
+        lo = max(0.0, low - 1.5 * (hi - low))
     plot_w = WIDTH - LABEL_W - VALUE_W
 
     def x_of(v: float) -> float:
         return LABEL_W + plot_w * (v - lo) / (hi - lo)
 
     rows = len(steps) + 2
-    height = ROW * rows + 10
+    height = ROW * rows + 10 + (16 if lo > 0 else 0)
     out = [_open(WIDTH, height, title, "waterfall")]
     y = 5.0
+    if lo > 0:
+        out.append(_text(LABEL_W, 14, f"axis starts at {fmt(lo)}", extra=' font-size="10" fill="#72777d"'))
+        y += 16
     out.append(_label(y + 15, start[0]))
-    out.append(_rect(x_of(0), y + 3, x_of(start[1]) - x_of(0), ROW - 6, SOURCE_COLOR, f"{start[0]}: {fmt(start[1])}"))
+    base = x_of(max(lo, 0.0))
+    out.append(_rect(base, y + 3, x_of(start[1]) - base, ROW - 6, SOURCE_COLOR, f"{start[0]}: {fmt(start[1])}"))
     out.append(_text(x_of(start[1]) + 4, y + 15, fmt(start[1])))
+    top = y
     for i, (label, d) in enumerate(steps):
-        y = 5 + (i + 1) * ROW
+        y = top + (i + 1) * ROW
         a, b = running[i], running[i + 1]
         x0, x1 = sorted((x_of(a), x_of(b)))
         color = WORSE_COLOR if d > 0 else BETTER_COLOR
@@ -169,9 +179,9 @@ def waterfall(
             f'<line x1="{_num(x_of(a))}" y1="{_num(y - 3)}" x2="{_num(x_of(a))}" y2="{_num(y + 3)}" stroke="#999"/>'
         )
         out.append(_text(x1 + 4, y + 15, f"{sign}{fmt(abs(d))}"))
-    y = 5 + (rows - 1) * ROW
+    y = top + (rows - 1) * ROW
     out.append(_label(y + 15, end[0]))
-    out.append(_rect(x_of(0), y + 3, x_of(end[1]) - x_of(0), ROW - 6, TARGET_COLOR, f"{end[0]}: {fmt(end[1])}"))
+    out.append(_rect(base, y + 3, x_of(end[1]) - base, ROW - 6, TARGET_COLOR, f"{end[0]}: {fmt(end[1])}"))
     out.append(_text(x_of(end[1]) + 4, y + 15, fmt(end[1])))
     out.append("</svg>")
     return "".join(out)

@@ -1,47 +1,38 @@
-"""Render a diagnosis into report.html, report.md, summary.md and report.json.
+"""diagnosis.json -> ReportModel -> report.html, report.md, summary.md, report.json.
 
-Reading: load_report_model() is the ONLY place that knows diagnosis.json's field names
-(see docs/diagnosis.md); everything after it reads porter.report_model dataclasses.
-Rendering: Jinja2 templates packaged in porter/templates/ (autoescape on for HTML,
-because kernel and op names hold `<`, `>`, `&`); charts are inline SVG from porter.charts.
-Writing: each file is replaced atomically.
+load_report_model() (through model_from_diagnosis) is the ONLY code that knows
+diagnosis.json's field names (docs/diagnosis.md); everything after it reads the
+porter.report_model dataclasses, so a renamed field is fixed here and nowhere else.
+Rendering lives in porter.report_render; each output file is replaced atomically.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import jinja2
-from markupsafe import Markup
+import numpy as np
 
 from porter.atomic import atomic_write_text
 from porter.errors import PorterError
 from porter.report_model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
-from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
+from porter.report_render import FORMATS, OUTPUTS, render_all
+from porter.units import fmt_pct, fmt_ratio, fmt_us
 
 DIAGNOSIS = "diagnosis.json"
-FORMATS = ("html", "md", "json")
-OUTPUTS = {"html": ("report.html",), "md": ("report.md", "summary.md"), "json": ("report.json",)}
-TOP_GAPS = 25
+__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
 
-
-# ---------------------------------------------------------------- the adapter
 
 def _get(d: Any, *paths: str, default: Any = None) -> Any:
-    """First present value among dotted paths ("end_to_end.ratio"); default when none is."""
+    """First present, non-null value among dotted paths ("end_to_end.ratio"); default when none is."""
     for path in paths:
         cur = d
         for part in path.split("."):
-            if isinstance(cur, dict) and part in cur:
-                cur = cur[part]
-            else:
-                cur = None
-                break
+            cur = cur.get(part) if isinstance(cur, dict) else None
         if cur is not None:
             return cur
     return default
@@ -55,55 +46,149 @@ def _f(v: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _side(d: dict, manifest: dict) -> Side:
-    versions = _get(d, "versions", default=None) or _get(manifest, "framework_versions", default={}) or {}
+# ---------------------------------------------------------------- the two runs
+
+def _stack(inp: dict) -> str:
+    """The execution stack of one side: a live capture records it; a recorded trace has none."""
+    tgt = inp.get("target")
+    if isinstance(tgt, dict):
+        return str(_get(tgt, "stack", "name", default="") or "live capture")
+    if isinstance(tgt, str) and tgt:
+        return tgt
+    return f"recorded {inp.get('profiler') or 'profiler'} trace"
+
+
+BASIS = {
+    "device_us": "self device time of each op (the kernels attributed to it)",
+    "host_self_us": "self host time of each op (the trace has no device activity)",
+}
+
+
+def _timing(inp: dict, e2e: dict, role: str) -> str:
+    """How one side's time was measured, in words."""
+    basis = str(inp.get("time_basis") or "")
+    text = f"{BASIS.get(basis, basis or 'device time')}, from the {inp.get('profiler') or 'profiler'} trace"
+    per = e2e.get(f"{role}_per_step_us") or {}
+    n = per.get("n")
+    if n:
+        text += f"; {n} profiled step{'s' if n != 1 else ''}, median {fmt_us(_f(per.get('median')))} per step"
+        if n > 1 and _f(per.get("rel_spread")) is not None:
+            text += f", IQR {fmt_pct(_f(per.get('rel_spread')), 0)} of the median"
+    wall = e2e.get(f"{role}_wall_s") or {}
+    if wall.get("n"):
+        text += f"; wall clock over {wall['n']} timed steps, median {fmt_us((_f(wall.get('median')) or 0) * 1e6)}"
+    return text
+
+
+def _side(inp: dict, e2e: dict, role: str) -> Side:
+    dev = inp.get("device") or {}
     return Side(
-        label=str(_get(d, "label", default="") or _get(manifest, "label", default="")),
-        device_name=str(_get(d, "device.name", "device_name", default="") or _get(manifest, "device.name", default="") or "unknown device"),
-        device_type=str(_get(d, "device.type", "device_type", default="") or _get(manifest, "device.type", default="")),
-        stack=str(_get(d, "stack", default="") or _get(manifest, "stack", default="") or "recorded trace"),
-        profiler=str(_get(d, "profiler", default="") or _get(manifest, "profiler", default="")),
-        versions={str(k): str(v) for k, v in dict(versions).items()},
-        timing=str(_get(d, "timing.method", "timing_method", "timing", default="") or ""),
-        total_us=_f(_get(d, "total_us", "device_us", "device_us_total", default=None))
-        or _f(_get(manifest, "stats.device_us_total", default=0.0))
-        or 0.0,
+        label=str(inp.get("label") or role),
+        device_name=str(dev.get("name") or dev.get("type") or "unknown device"),
+        device_type=str(dev.get("type") or ""),
+        stack=_stack(inp),
+        profiler=str(inp.get("profiler") or ""),
+        versions={str(k): str(v) for k, v in (inp.get("framework_versions") or {}).items()},
+        timing=_timing(inp, e2e, role),
+        total_us=_f(e2e.get(f"{role}_total_us")) or _f(inp.get("total_us")) or 0.0,
+        steps=int(inp.get("steps") or 0),
     )
 
 
+def _model_name(src: dict, tgt: dict) -> str:
+    """The model's name from a live capture, else what two trace labels share ('h100_Qwen..' / 'mi300x_Qwen..')."""
+    model = src.get("model")
+    if isinstance(model, dict) and model.get("name"):
+        return str(model["name"])
+    if isinstance(model, str) and model:
+        return model
+    a, b = str(src.get("label") or ""), str(tgt.get("label") or "")
+    common = os.path.commonprefix([a[::-1], b[::-1]])[::-1].lstrip("_-. ")
+    return common if len(common) >= 3 else f"{a} vs {b}"
+
+
+def _ratio_spread(e2e: dict) -> Spread:
+    """Per-step ratio target/source, with bounds from each side's interquartile step times."""
+    value = _f(e2e.get("ratio"))
+    value = float("nan") if value is None else value
+    s = [float(x) for x in _get(e2e, "source_per_step_us.samples", default=[])]
+    t = [float(x) for x in _get(e2e, "target_per_step_us.samples", default=[])]
+    if len(s) < 2 or len(t) < 2 or min(s) <= 0:
+        return Spread(value=value, samples=min(len(s), len(t)) or None, kind="one step per side" if s and t else "")
+    s1, s3 = np.percentile(s, [25, 75])
+    t1, t3 = np.percentile(t, [25, 75])
+    return Spread(value=value, lo=float(t1 / s3), hi=float(t3 / s1), samples=min(len(s), len(t)), kind="interquartile steps")
+
+
+# ---------------------------------------------------------------- time tables
+
 def _time_rows(rows: Iterable[dict]) -> list[TimeRow]:
-    out = []
+    return [TimeRow(key=str(r.get("key") or ""), source_us=_f(r.get("source_us")) or 0.0, target_us=_f(r.get("target_us")) or 0.0)
+            for r in rows or []]
+
+
+def _roofline_by_group(roofline: Any) -> dict[Any, float]:
+    """group_id -> the target's roofline time for that group, when diagnose computed one."""
+    rows = roofline.get("groups") if isinstance(roofline, dict) else roofline
+    out: dict[Any, float] = {}
     for r in rows or []:
-        out.append(
-            TimeRow(
-                key=str(_get(r, "key", "name", "group", "module", "op_class", default="")),
-                source_us=_f(_get(r, "source_us", default=0.0)) or 0.0,
-                target_us=_f(_get(r, "target_us", default=0.0)) or 0.0,
-                roofline_us=_f(_get(r, "roofline_us", "roofline.target_us", default=None)),
-                op_class=str(_get(r, "op_class", default="")),
-                module=str(_get(r, "module", default="")),
-            )
-        )
+        us = _f(_get(r, "roofline_us", "target_roofline_us")) if isinstance(r, dict) else None
+        if us is not None:
+            out[r.get("group_id")] = us
     return out
 
+
+def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRow]:
+    """Matched groups, named by the source op (and the target's when it differs)."""
+    out = []
+    for r in rows or []:
+        op, top = str(r.get("framework_op") or ""), str(r.get("target_framework_op") or "")
+        key = op if not top or top == op else f"{op} \u2192 {top}"
+        out.append(TimeRow(
+            key=key or "(unnamed)",
+            source_us=_f(r.get("source_us")) or 0.0,
+            target_us=_f(r.get("target_us")) or 0.0,
+            roofline_us=roofline.get(r.get("group_id")),
+            op_class=str(r.get("op_class") or ""),
+            module=str(r.get("module") or ""),
+        ))
+    return out
+
+
+def _notes(unmatched: dict) -> list[Note]:
+    out = []
+    for side in ("source", "target"):
+        for r in unmatched.get(side) or []:
+            us = _f(r.get("time_us"))
+            share = _f(r.get("share"))
+            out.append(Note(
+                kind=f"unmatched on {side}",
+                name=str(r.get("framework_op") or ""),
+                where=str(r.get("module") or ""),
+                source_us=us if side == "source" else None,
+                target_us=us if side == "target" else None,
+                detail=f"{r.get('count', '?')} calls, {r.get('op_class') or 'other'}, {fmt_pct(share)} of the {side}'s time",
+            ))
+    return out
+
+
+# ---------------------------------------------------------------- accuracy and fixes (porter.perffix)
 
 def _accuracy(d: dict | None) -> Accuracy | None:
     if not d:
         return None
     rows = []
-    for r in _get(d, "modules", "per_module", default=[]) or []:
-        tol = _f(_get(r, "tolerance", default=None))
-        local = _f(_get(r, "local", "local_error", default=None))
-        rows.append(
-            AccuracyRow(
-                module=str(_get(r, "module", default="")),
-                local=local,
-                propagated=_f(_get(r, "propagated", "propagated_error", default=None)),
-                tolerance=tol,
-                introduces=bool(_get(r, "introduces", default=(local is not None and tol is not None and local > tol))),
-            )
-        )
-    passed = _get(d, "passed", default=None)
+    for r in _get(d, "modules", "per_module", default=[]):
+        tol = _f(_get(r, "tolerance"))
+        local = _f(_get(r, "local", "local_error"))
+        rows.append(AccuracyRow(
+            module=str(_get(r, "module", default="")),
+            local=local,
+            propagated=_f(_get(r, "propagated", "propagated_error")),
+            tolerance=tol,
+            introduces=bool(_get(r, "introduces", default=(local is not None and tol is not None and local > tol))),
+        ))
+    passed = _get(d, "passed")
     return Accuracy(
         metric=str(_get(d, "metric", default="relative L2")),
         verdict=str(_get(d, "verdict", default="") or ("within tolerance" if passed else "outside tolerance" if passed is False else "not judged")),
@@ -116,95 +201,95 @@ def _accuracy(d: dict | None) -> Accuracy | None:
 def _fixes(rows: Iterable[dict]) -> list[Fix]:
     out = []
     for r in rows or []:
-        eff = _get(r, "effort_days", "effort.days", default=None) or [0, 0]
+        eff = _get(r, "effort_days", "effort.days", default=[0, 0])
         lo, hi = (eff, eff) if isinstance(eff, (int, float)) else (eff[0], eff[-1])
-        out.append(
-            Fix(
-                title=str(_get(r, "title", "fix", default="")),
-                where=str(_get(r, "where", default="")),
-                why=str(_get(r, "why", default="")),
-                first_step=str(_get(r, "first_step", default="")),
-                effort_days=(float(lo), float(hi)),
-                recoverable_us=_f(_get(r, "recoverable_us", "benefit_us", default=None)),
-                confidence=str(_get(r, "confidence", default="")),
-                kind=str(_get(r, "kind", default="time")),
-                category=str(_get(r, "category", "op_class", default="")),
-            )
-        )
+        out.append(Fix(
+            title=str(_get(r, "title", "id", default="")),
+            where=str(_get(r, "where", default="")),
+            why=str(_get(r, "why", default="")),
+            first_step=str(_get(r, "first_step", default="")),
+            effort_days=(float(lo), float(hi)),
+            recoverable_us=_f(_get(r, "recoverable_us", "benefit_us")),
+            confidence=str(_get(r, "confidence", default="")),
+            kind=str(_get(r, "kind", default="time")),
+            category=str(_get(r, "category", "op_class", default="")),
+        ))
     return out
 
 
-def _notes(d: dict) -> list[Note]:
-    out = []
-    for side, kind in (("source", "unmatched on source"), ("target", "unmatched on target")):
-        for r in _get(d, f"unmatched.{side}", default=[]) or []:
-            us = _f(_get(r, "device_us", "us", default=None))
-            out.append(
-                Note(
-                    kind=kind,
-                    name=str(_get(r, "name", "key", default="")),
-                    where=str(_get(r, "module", "where", default="")),
-                    source_us=us if side == "source" else None,
-                    target_us=us if side == "target" else None,
-                    detail=str(_get(r, "detail", "reason", default="")),
-                )
-            )
-    for r in _get(d, "portability", "notes", default=[]) or []:
-        out.append(
-            Note(
-                kind=str(_get(r, "kind", default="note")),
-                name=str(_get(r, "name", default="")),
-                where=str(_get(r, "module", "where", default="")),
-                source_us=_f(_get(r, "source_us", default=None)),
-                target_us=_f(_get(r, "target_us", default=None)),
-                detail=str(_get(r, "detail", default="")),
-            )
-        )
-    return out
+# ---------------------------------------------------------------- method
+
+def _method(d: dict, e2e: dict) -> list[tuple[str, str]]:
+    al = d.get("alignment") or {}
+    cov = al.get("coverage") or {}
+    rows = [
+        ("Coverage", f"{fmt_pct(_f(cov.get('source')))} of source and {fmt_pct(_f(cov.get('target')))} of target time lies in matched groups"),
+        ("Whole-trace time", f"source {fmt_us(_f(e2e.get('source_total_us')))}, target {fmt_us(_f(e2e.get('target_total_us')))} "
+                             f"(ratio {fmt_ratio(_f(e2e.get('total_ratio')))}); outside profiled steps: "
+                             f"{fmt_us(_f(e2e.get('source_outside_steps_us')))} and {fmt_us(_f(e2e.get('target_outside_steps_us')))}"),
+    ]
+    if _f(e2e.get("wall_ratio")) is not None:
+        rows.append(("Wall-clock ratio", f"{fmt_ratio(_f(e2e.get('wall_ratio')))} (target / source, median step wall time)"))
+    if al.get("unit"):
+        rows.append(("Alignment", str(al["unit"])))
+    by_ev = al.get("time_by_evidence") or {}
+    if by_ev:
+        rows.append(("Matched by", "; ".join(f"{k}: {fmt_us(_f(v.get('target_us')))} of target time" for k, v in by_ev.items())))
+    for role in ("source", "target"):
+        inp = _get(d, f"inputs.{role}", default={})
+        tr = inp.get("source_trace") or {}
+        if tr:
+            rows.append((f"{role.capitalize()} trace", f"{tr.get('name') or tr.get('path')} (sha256 {str(tr.get('sha256', ''))[:16]}…)"))
+    roof = d.get("roofline")
+    if isinstance(roof, dict) and roof.get("ceilings"):
+        rows.append(("Roofline ceilings", json.dumps(roof["ceilings"], sort_keys=True)))
+    secs = d.get("seconds") or {}
+    if secs.get("total") is not None:
+        rows.append(("Analysis time", f"{secs['total']:.2f} s (read {secs.get('read', 0):.2f} s, align {secs.get('align', 0):.2f} s)"))
+    return rows
 
 
-def _method(d: dict) -> list[tuple[str, str]]:
-    m = _get(d, "method", default={}) or {}
-    if isinstance(m, list):
-        return [(str(a), str(b)) for a, b in m]
-    return [(str(k).replace("_", " "), v if isinstance(v, str) else json.dumps(v, sort_keys=True)) for k, v in m.items()]
+def _command(d: dict, src: dict, tgt: dict) -> str:
+    """The command that reproduces this diagnosis (diagnose records it, else it is rebuilt from the inputs)."""
+    if d.get("command"):
+        return str(d["command"])
+    def arg(inp: dict) -> str:
+        return str(_get(inp, "source_trace.path", "input", default="?"))
+    model = src.get("model")
+    name = (model.get("name") if isinstance(model, dict) else model) or ""
+    if name and isinstance(src.get("target"), (dict, str)):
+        stack = lambda inp: _get(inp, "target.name", default=None) or inp.get("target")  # noqa: E731
+        return f"porter diagnose {name} --from {stack(src)} --to {stack(tgt)} -o DIR"
+    return f"porter diagnose --from {arg(src)} --to {arg(tgt)} -o DIR"
 
+
+# ---------------------------------------------------------------- the adapter
 
 def model_from_diagnosis(d: dict) -> ReportModel:
-    """Map a parsed diagnosis.json onto the ReportModel (the field names live here only)."""
-    inputs = _get(d, "inputs", default={}) or {}
-    source = _side(_get(d, "source", default={}) or {}, _get(inputs, "source", default={}) or {})
-    target = _side(_get(d, "target", default={}) or {}, _get(inputs, "target", default={}) or {})
-    e2e = _get(d, "end_to_end", default={}) or {}
-    ratio_v = _f(_get(e2e, "ratio", "ratio.median", default=None))
-    if ratio_v is None:
-        ratio_v = target.total_us / source.total_us if source.total_us > 0 else float("nan")
-    spread = _get(e2e, "ratio_spread", "spread", default=None) or [None, None]
-    time = _get(d, "time", default={}) or {}
+    """Map a parsed diagnosis.json onto the ReportModel: the field names live here only."""
+    src, tgt = _get(d, "inputs.source", default={}), _get(d, "inputs.target", default={})
+    e2e = d.get("end_to_end") or {}
+    cov = _get(d, "alignment.coverage", default={})
+    live = bool(src.get("model"))
     return ReportModel(
-        model=str(_get(d, "model", default="") or source.label or "model"),
-        mode=str(_get(d, "mode", default="trace")),
-        source=source,
-        target=target,
-        ratio=Spread(
-            value=ratio_v,
-            lo=_f(spread[0]) if len(spread) > 0 else None,
-            hi=_f(spread[-1]) if len(spread) > 1 else None,
-            samples=_get(e2e, "samples", "repeats", default=None),
-            kind=str(_get(e2e, "spread_kind", default="")),
-        ),
-        coverage=_f(_get(d, "coverage.target_share", "coverage.target", "coverage", default=None)),
-        by_class=_time_rows(_get(time, "by_class", default=[])),
-        by_module=_time_rows(_get(time, "by_module", default=[])),
-        top_gaps=_time_rows(_get(time, "by_group", "top_gaps", default=[])),
-        accuracy=_accuracy(_get(d, "accuracy", default=None)),
-        fixes=_fixes(_get(d, "fixes", default=[])),
-        notes=_notes(d),
-        method=_method(d),
-        command=str(_get(d, "command", default="")),
-        created_at=str(_get(d, "created_at", default="")),
-        porter_version=str(_get(d, "porter_version", default="")),
-        warnings=[str(w) for w in _get(d, "warnings", default=[]) or []],
+        model=_model_name(src, tgt),
+        mode="live" if live else "trace",
+        source=_side(src, e2e, "source"),
+        target=_side(tgt, e2e, "target"),
+        ratio=_ratio_spread(e2e),
+        coverage=_f(cov.get("target")),
+        by_class=_time_rows(d.get("by_class")),
+        by_module=_time_rows(d.get("by_module")),
+        by_module_kind=_time_rows(d.get("by_module_kind")),
+        top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
+        accuracy=_accuracy(d.get("accuracy")),
+        fixes=_fixes(d.get("fixes")),
+        notes=_notes(d.get("unmatched") or {}),
+        method=_method(d, e2e),
+        command=_command(d, src, tgt),
+        created_at=str(d.get("created_at") or ""),
+        porter_version=str(d.get("porter_version") or ""),
+        warnings=[str(w) for w in d.get("warnings") or []],
     )
 
 
@@ -222,109 +307,6 @@ def load_report_model(diagnosis_dir: Path) -> ReportModel:
     return model_from_diagnosis(data)
 
 
-# ---------------------------------------------------------------- rendering
-
-def md_text(v: Any) -> str:
-    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line."""
-    s = str(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
-def md_code(v: Any) -> str:
-    """A name (kernel, op, module) as a Markdown code span safe inside a table cell."""
-    s = str(v).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
-    if not s:
-        return ""
-    fence = "``" if "`" in s else "`"
-    return f"{fence} {s} {fence}" if "`" in s else f"`{s}`"
-
-
-def _sort_key(v: Any) -> str:
-    """The data-v attribute a table cell sorts by: the raw number, or '' when unknown."""
-    f = _f(v)
-    return "" if f is None else repr(f)
-
-
-def _autoescape(name: str | None) -> bool:
-    """Escape everything but the Markdown templates (which use md_text/md_code instead)."""
-    return not (name or "").endswith(".md.j2")
-
-
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("porter", "templates"),
-        autoescape=_autoescape,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters.update(
-        us=fmt_us, ratio=fmt_ratio, pct=fmt_pct, sci=fmt_sci, days=lambda e: fmt_days(*e),
-        mdtext=md_text, code=md_code, v=_sort_key,
-    )
-    return env
-
-
-def _context(m: ReportModel) -> dict[str, Any]:
-    from porter.report_view import build_charts, parity_text, summary_points
-
-    excess = max(m.target.total_us - m.source.total_us, 0.0)
-    return {
-        "m": m,
-        "points": summary_points(m),
-        "parity": parity_text(m),
-        "charts": {k: Markup(v) for k, v in build_charts(m).items()},
-        "top_gaps": sorted(m.top_gaps, key=lambda r: r.gap_us, reverse=True)[:TOP_GAPS],
-        "by_class": sorted(m.by_class, key=lambda r: r.gap_us, reverse=True),
-        "excess_us": excess,
-    }
-
-
-def render(m: ReportModel, template: str) -> str:
-    return environment().get_template(template).render(**_context(m))
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
-
-
-def render_json(m: ReportModel) -> str:
-    """The report model plus its derived totals, for other tools."""
-    from porter.report_view import summary_points
-
-    data = asdict(m)
-    data["derived"] = {
-        "recoverable_us": m.recoverable_us,
-        "projected_ratio": m.projected_ratio,
-        "effort_days": list(m.effort_days),
-        "summary": [asdict(p) for p in summary_points(m)],
-    }
-    return json.dumps(_jsonable(data), indent=2, allow_nan=False) + "\n"
-
-
-def render_all(m: ReportModel, formats: Iterable[str]) -> dict[str, str]:
-    """File name -> text for each requested format ('html', 'md', 'json')."""
-    out: dict[str, str] = {}
-    for fmt in formats:
-        if fmt == "html":
-            out["report.html"] = render(m, "report.html.j2")
-        elif fmt == "md":
-            out["report.md"] = render(m, "report.md.j2")
-            out["summary.md"] = render(m, "summary.md.j2")
-        elif fmt == "json":
-            out["report.json"] = render_json(m)
-        else:
-            raise PorterError(f"unknown report format {fmt!r}", hint=f"use one of {', '.join(FORMATS)} or all")
-    return out
-
-
 def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None) -> list[Path]:
     """Render diagnosis_dir/diagnosis.json and write each file atomically.
 
@@ -332,12 +314,10 @@ def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), 
     when exactly one format is asked for (then only that one file is written).
     """
     formats = list(formats)
-    m = load_report_model(diagnosis_dir)
-    texts = render_all(m, formats)
+    texts = render_all(load_report_model(diagnosis_dir), formats)
     dest = Path(out) if out is not None else Path(diagnosis_dir)
     if dest.suffix in (".html", ".md", ".json"):
         if len(formats) != 1 or f".{formats[0]}" != dest.suffix:
             raise PorterError("a file name for -o needs exactly one --format of the same kind", path=dest, hint="or give a directory")
-        first = OUTPUTS[formats[0]][0]
-        return [atomic_write_text(dest, texts[first])]
+        return [atomic_write_text(dest, texts[OUTPUTS[formats[0]][0]])]
     return [atomic_write_text(dest / name, text) for name, text in texts.items()]

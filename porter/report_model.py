@@ -35,7 +35,8 @@ class Side:
     profiler: str
     versions: dict[str, str]
     timing: str  # how its time was measured, in words
-    total_us: float
+    total_us: float  # whole trace
+    steps: int = 0  # profiled steps in the trace (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class ReportModel:
     coverage: float | None  # share of target device time matched to source ops
     by_class: list[TimeRow]
     by_module: list[TimeRow]
-    top_gaps: list[TimeRow]
+    top_gaps: list[TimeRow]  # matched groups
     accuracy: Accuracy | None
     fixes: list[Fix]
     notes: list[Note]
@@ -129,6 +130,7 @@ class ReportModel:
     created_at: str = ""
     porter_version: str = ""
     warnings: list[str] = field(default_factory=list)
+    by_module_kind: list[TimeRow] = field(default_factory=list)  # instances folded: every layer's attention as one row
 
     @property
     def time_fixes(self) -> list[Fix]:

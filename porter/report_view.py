@@ -25,6 +25,35 @@ class Point:
     text: str
 
 
+CLASS_WORDS = {
+    "matmul": "matrix multiplies", "conv": "convolutions", "attention": "attention", "norm": "normalisation",
+    "softmax": "softmax", "elementwise": "elementwise math", "reduction": "reductions",
+    "embedding": "embedding lookups", "copy": "memory copies and casts", "memset": "memory fills",
+    "collective": "communication between devices", "communication": "communication between devices",
+    "optimizer": "optimizer updates", "sync": "synchronisation", "other": "other work",
+}
+
+
+def class_words(op_class: str) -> str:
+    """An op class in words a non-specialist reads ('matmul' -> 'matrix multiplies')."""
+    return CLASS_WORDS.get(op_class, op_class)
+
+
+def _differences(m: ReportModel, n: int = 2) -> str:
+    """Where the target is slower and where faster, by op class, in plain words."""
+    rows = sorted(m.by_class, key=lambda r: r.gap_us, reverse=True)
+    total = m.source.total_us or 1.0
+    slower = [r for r in rows if r.gap_us > 0.01 * total][:n]
+    faster = [r for r in reversed(rows) if r.gap_us < -0.01 * total][:n]
+    fmt = lambda r: f"{class_words(r.key)} ({'+' if r.gap_us > 0 else '-'}{fmt_us(abs(r.gap_us))})"  # noqa: E731
+    parts = []
+    if slower:
+        parts.append("slower on " + " and ".join(fmt(r) for r in slower))
+    if faster:
+        parts.append("faster on " + " and ".join(fmt(r) for r in faster))
+    return ("The target is " + ", and ".join(parts) + ".") if parts else ""
+
+
 def _speed_phrase(ratio: float) -> str:
     if ratio != ratio:
         return "could not be compared"
@@ -48,6 +77,9 @@ def summary_points(m: ReportModel) -> list[Point]:
             f"({src.stack}): {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}.",
         )
     ]
+    diff = _differences(m)
+    if diff:
+        points.append(Point("Where it differs", diff))
     if m.accuracy is None:
         points.append(Point("Accuracy", "Not measured: this diagnosis compared recorded profiles only, with no model outputs to check."))
     else:
@@ -91,7 +123,8 @@ def parity_text(m: ReportModel) -> str:
     """What it takes to reach parity, in one or two sentences."""
     excess = m.target.total_us - m.source.total_us
     if excess <= 0:
-        return f"The target is already at or ahead of parity; ranked fixes would save a further {fmt_us(m.recoverable_us)}."
+        more = f"; the ranked fixes would save a further {fmt_us(m.recoverable_us)}" if m.time_fixes else ""
+        return f"The target is already at or ahead of parity in total device time{more}."
     rec = m.recoverable_us
     text = (
         f"Parity needs {fmt_us(excess)} less target time per run. The ranked fixes recover about {fmt_us(rec)} "
@@ -127,10 +160,12 @@ def build_charts(m: ReportModel) -> dict[str, str]:
         [r.key for r in cls], [(src, [r.source_us for r in cls]), (tgt, [r.target_us for r in cls])],
         title="Device time by op class, source vs target", fmt=fmt_us,
     )
-    mods = _largest(m.by_module, TOP_MODULES)
+    folded = bool(m.by_module_kind) and len(m.by_module_kind) < len(m.by_module)
+    mods = _largest(m.by_module_kind if folded else m.by_module, TOP_MODULES)
+    what = "module kind, instances summed" if folded else "module"
     out["by_module"] = charts.grouped_hbar(
         [r.key or "(no module)" for r in mods], [(src, [r.source_us for r in mods]), (tgt, [r.target_us for r in mods])],
-        title=f"Device time by module (largest {len(mods)}), source vs target", fmt=fmt_us,
+        title=f"Device time by {what} (largest {len(mods)}), source vs target", fmt=fmt_us,
     )
     out["waterfall"] = charts.waterfall(
         ("source total", m.source.total_us),
