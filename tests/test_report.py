@@ -12,6 +12,7 @@ from _diagnoses import qwen_trace_diagnosis, real_kernel_names
 from conftest import run_porter
 
 from porter.errors import PorterError
+from porter.units import fmt_us
 from porter.report import model_from_diagnosis, write_reports
 from porter.report_render import md_code, render, render_all
 
@@ -19,23 +20,39 @@ INJECTED = '<script>throw new Error("injected")</script>'
 
 
 class Page(HTMLParser):
-    """Collects element text by id, every <script> body, and all visible text."""
+    """Collects element text by id, every <script> body, all text, and table cells as (text, data-v)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.by_id: dict[str, str] = {}
         self.scripts: list[str] = []
         self.text: list[str] = []
+        self.tables: dict[str, list[list[list[str | None]]]] = {}
         self._open: list[tuple[str, str | None]] = []
+        self._table: str | None = None
+        self._cell: list[str | None] | None = None
 
     def handle_starttag(self, tag, attrs):
         if tag in ("meta", "input", "br", "img", "link", "line", "circle", "polyline"):
             return
-        self._open.append((tag, dict(attrs).get("id")))
+        a = dict(attrs)
+        self._open.append((tag, a.get("id")))
         if tag == "script":
             self.scripts.append("")
+        elif tag == "table":
+            self._table = a.get("id")
+            self.tables.setdefault(self._table or "", [])
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._table is not None and self.tables[self._table]:
+            self._cell = ["", a.get("data-v")]
+            self.tables[self._table][-1].append(self._cell)
 
     def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self._cell = None
+        elif tag == "table":
+            self._table = None
         while self._open:
             t, ident = self._open.pop()
             if t == tag:
@@ -46,6 +63,8 @@ class Page(HTMLParser):
             self.scripts[-1] += data
             return
         self.text.append(data)
+        if self._cell is not None:
+            self._cell[0] += data
         for _, ident in self._open:
             if ident:
                 self.by_id[ident] = self.by_id.get(ident, "") + data
@@ -125,7 +144,7 @@ def test_cli_report_errors_are_one_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory) -> Path:
-    return qwen_trace_diagnosis(tmp_path_factory.mktemp("diag"))
+    return qwen_trace_diagnosis(tmp_path_factory)
 
 
 @pytest.mark.corpus
@@ -153,3 +172,36 @@ def test_templates_ship_as_package_data():
     patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["porter"]
     files = [p.relative_to(repo / "porter").as_posix() for p in (repo / "porter" / "templates").iterdir()]
     assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+@pytest.mark.corpus
+def test_report_numbers_agree_with_diagnosis_json(qwen):
+    """The figures and tables of report.html and report.md carry diagnosis.json's numbers."""
+    d = json.loads((qwen / "diagnosis.json").read_text())
+    e2e, cov = d["end_to_end"], d["alignment"]["coverage"]
+    page = parse_html((qwen / "report.html").read_text())
+    assert page.by_id["fig-ratio"].strip() == f"{e2e['ratio']:.2f}x"
+    assert page.by_id["fig-target-us"].strip() == fmt_us(e2e["target_total_us"])
+    assert page.by_id["fig-source-us"].strip() == fmt_us(e2e["source_total_us"])
+    assert page.by_id["fig-coverage"].strip() == f"{cov['target'] * 100:.1f}%"
+    # the op-class table holds the exact floats of diagnosis.json in its sort keys
+    rows = {r[0][0]: (float(r[1][1]), float(r[2][1])) for r in page.tables["t-class"][1:]}
+    assert rows == {c["key"]: (c["source_us"], c["target_us"]) for c in d["by_class"]}
+    # every matched-group row in the top-gaps table is one of diagnose's groups, biggest gaps first
+    head = [c[0] for c in page.tables["t-gaps"][0]]
+    gaps = [float(r[head.index("Gap")][1]) for r in page.tables["t-gaps"][1:]]
+    assert gaps == sorted((g["delta_us"] for g in d["groups"]), reverse=True)[: len(gaps)]
+    md = (qwen / "report.md").read_text()
+    for c in d["by_class"]:
+        assert f"| {c['key']} | {fmt_us(c['source_us'])} | {fmt_us(c['target_us'])} |" in md
+    assert f"{e2e['ratio']:.2f}x" in md
+
+
+@pytest.mark.corpus
+def test_summary_is_plain_words(qwen, corpus):
+    """summary.md names no kernel or framework op, and says how the target compares."""
+    summary = (qwen / "summary.md").read_text()
+    names = set(real_kernel_names(0)) | {g["framework_op"] for g in json.loads((qwen / "diagnosis.json").read_text())["groups"]}
+    assert not [n for n in names if n and n in summary]
+    assert "::" not in summary and "Not measured" in summary  # trace mode: no accuracy data
+    assert "times as" in summary or "parity" in summary

@@ -7,7 +7,9 @@ probe, and every error window.onerror saw); --dump-dom returns the DOM after loa
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from test_report import INJECTED, hostile_diagnosis, parse_html
 
 from porter.report import write_reports
 
+DOCS_SHOT = Path(__file__).resolve().parents[1] / "docs" / "report-screenshot.png"
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -69,13 +72,17 @@ def test_hostile_names_render_as_text_and_run_no_injected_script(tmp_path):
 @pytest.mark.slow
 @pytest.mark.corpus
 def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
-    diag = qwen_trace_diagnosis(tmp_path_factory.mktemp("diag"))
+    diag = qwen_trace_diagnosis(tmp_path_factory)
     page = diag / "report.html"
     profile = tmp_path_factory.mktemp("profile")
     check, dom = selfcheck(page, profile)
     assert_rendered(check, 3)
     d = json.loads((diag / "diagnosis.json").read_text())
-    shown = parse_html(dom).by_id
-    assert shown["fig-ratio"].strip().endswith("x")
+    shown = parse_html(dom).by_id  # the DOM after load, as the browser built it
+    assert shown["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    assert d["inputs"]["target"]["device"]["name"] in "".join(parse_html(dom).text)
     assert "No accuracy data: trace mode" in shown["no-accuracy"]
-    screenshot(page, profile, tmp_path_factory.mktemp("shot") / "report.png")
+    png = tmp_path_factory.mktemp("shot") / "report.png"
+    screenshot(page, profile, png)
+    if os.environ.get("PORTER_UPDATE_SCREENSHOT"):  # refresh the one in the docs on purpose only
+        shutil.copyfile(png, DOCS_SHOT)
