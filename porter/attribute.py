@@ -107,7 +107,7 @@ def rollup(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame, ke
 
     s = side(source_ops, al.source_times.values, al.source_group)
     t = side(target_ops, al.target_times.values, al.target_group)
-    df = s.join(t, how="outer", lsuffix="_s", rsuffix="_t").fillna(0.0)
+    df = s.add_suffix("_s").join(t.add_suffix("_t"), how="outer").fillna(0.0)
     out = pd.DataFrame({
         "key": df.index.astype(str),
         "source_us": df["us_s"].to_numpy(), "target_us": df["us_t"].to_numpy(),
@@ -144,10 +144,20 @@ class EndToEnd:
     source_wall: Spread | None = None  # seconds per step, from a live capture's timing samples
     target_wall: Spread | None = None
 
+    source_has_steps: bool = True
+    target_has_steps: bool = True
+
+    @property
+    def basis(self) -> str:
+        """'per_step' when both traces mark steps; else 'whole_trace' (one side's steps are unknown)."""
+        return "per_step" if self.source_has_steps and self.target_has_steps else "whole_trace"
+
     @property
     def ratio(self) -> float:
-        """Target over source, per-step medians (>1: the target is slower)."""
-        return _ratio(self.source.median, self.target.median)
+        """Target over source (>1: the target is slower): per-step medians, or whole traces."""
+        if self.basis == "per_step":
+            return _ratio(self.source.median, self.target.median)
+        return _ratio(self.source_total_us, self.target_total_us)
 
     @property
     def wall_ratio(self) -> float | None:
@@ -158,6 +168,7 @@ class EndToEnd:
     def to_dict(self) -> dict:
         return {
             "ratio": self.ratio,
+            "ratio_basis": self.basis,
             "source_per_step_us": self.source.to_dict(),
             "target_per_step_us": self.target.to_dict(),
             "source_outside_steps_us": self.source_outside_steps_us,
@@ -175,4 +186,5 @@ def end_to_end(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame
                source_wall: Spread | None = None, target_wall: Spread | None = None) -> EndToEnd:
     s, s_out = step_totals(source_ops, al.source_times.values)
     t, t_out = step_totals(target_ops, al.target_times.values)
-    return EndToEnd(s, t, s_out, t_out, al.source_times.total, al.target_times.total, source_wall, target_wall)
+    return EndToEnd(s, t, s_out, t_out, al.source_times.total, al.target_times.total, source_wall, target_wall,
+                    bool((source_ops["step"] >= 0).any()), bool((target_ops["step"] >= 0).any()))

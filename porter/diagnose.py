@@ -271,7 +271,7 @@ def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
     lines = [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
-        f"end to end: target/source x{e.ratio:.3f} per step "
+        f"end to end: target/source x{e.ratio:.3f} {e.basis.replace('_', ' ')} "
         f"(source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}%, n={e.source.n}; "
         f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}%, n={e.target.n})",
     ]
