@@ -21,7 +21,7 @@ from porter.atomic import atomic_write_text
 from porter.errors import PorterError
 from porter.report_model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
 from porter.report_render import FORMATS, OUTPUTS, render_all
-from porter.units import fmt_pct, fmt_ratio, fmt_us
+from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
@@ -172,47 +172,78 @@ def _notes(unmatched: dict) -> list[Note]:
     return out
 
 
-# ---------------------------------------------------------------- accuracy and fixes (porter.perffix)
+# ---------------------------------------------------------------- accuracy and fixes (porter.accuracy, porter.fixes)
 
-def _accuracy(d: dict | None) -> Accuracy | None:
+def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
+    """compare_modules records (propagated_rel_l2, local_rel_l2, tolerance, introduces_error)."""
+    out = []
+    for r in rows or []:
+        out.append(AccuracyRow(
+            module=str(r.get("module") or "(model output)"),
+            local=_f(_get(r, "local_rel_l2", "local")),
+            propagated=_f(_get(r, "propagated_rel_l2", "propagated")),
+            tolerance=_f(r.get("tolerance")),
+            introduces=bool(_get(r, "introduces_error", "introduces", default=False)),
+        ))
+    return out
+
+
+def _accuracy(d: Any) -> Accuracy | None:
+    """The accuracy block: per-module rows, plus the fp64 oracle verdict when one ran."""
     if not d:
         return None
-    rows = []
-    for r in _get(d, "modules", "per_module", default=[]):
-        tol = _f(_get(r, "tolerance"))
-        local = _f(_get(r, "local", "local_error"))
-        rows.append(AccuracyRow(
-            module=str(_get(r, "module", default="")),
-            local=local,
-            propagated=_f(_get(r, "propagated", "propagated_error")),
-            tolerance=tol,
-            introduces=bool(_get(r, "introduces", default=(local is not None and tol is not None and local > tol))),
-        ))
-    passed = _get(d, "passed")
-    return Accuracy(
-        metric=str(_get(d, "metric", default="relative L2")),
-        verdict=str(_get(d, "verdict", default="") or ("within tolerance" if passed else "outside tolerance" if passed is False else "not judged")),
-        passed=None if passed is None else bool(passed),
-        tolerance_note=str(_get(d, "tolerance_note", "tolerance.why", default="")),
-        rows=rows,
-    )
+    rows = _accuracy_rows(d if isinstance(d, list) else _get(d, "modules", "per_module", default=[]))
+    info = d if isinstance(d, dict) else {}
+    oracle = info.get("oracle") or {}
+    tols = [r.tolerance for r in rows if r.tolerance is not None]
+    dtype = str(info.get("dtype") or "")
+    if oracle:
+        passed = bool(oracle.get("passed"))
+        verdict = (f"{'within' if passed else 'outside'} the fp64-oracle bound: target error {_f(oracle.get('target_error')) or 0:.2e} "
+                   f"vs bound {_f(oracle.get('bound')) or 0:.2e} ({_f(oracle.get('multiplier')) or 0:g} x the source's error + tolerance/10)")
+    elif rows and rows[0].propagated is not None and tols:
+        out_row = next((r for r in rows if r.module in ("", "(model output)")), rows[-1])
+        passed = bool(out_row.propagated is not None and out_row.tolerance is not None and out_row.propagated <= out_row.tolerance)
+        verdict = f"{'within' if passed else 'outside'} tolerance at the model output (relative L2 {fmt_sci(out_row.propagated)})"
+    else:
+        passed, verdict = None, str(info.get("verdict") or "not judged")
+    note = str(_get(info, "tolerance_reason", "tolerance_note", default="") or "")
+    if tols and not note:
+        note = f"Tolerance: relative L2 {max(tols):.0e}" + (f" for {dtype}" if dtype else "") + "."
+    return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows)
+
+
+def _where(r: dict) -> str:
+    """Where a fix applies: its heaviest op and module, and how many more there are."""
+    ops, mods = list(r.get("ops") or []), list(r.get("modules") or [])
+    if not ops and not mods:
+        return str(r.get("where") or "")
+    text = " in ".join(x for x in (ops[0] if ops else "", mods[0] if mods else "") if x)
+    more = max(len(ops), len(mods)) - 1
+    return text + (f" (+{more} more)" if more > 0 else "")
 
 
 def _fixes(rows: Iterable[dict]) -> list[Fix]:
+    """porter.fixes.fixes_frame records, in rank order (time fixes first, then accuracy)."""
     out = []
     for r in rows or []:
-        eff = _get(r, "effort_days", "effort.days", default=[0, 0])
-        lo, hi = (eff, eff) if isinstance(eff, (int, float)) else (eff[0], eff[-1])
+        days = _get(r, "days", "effort_days", default=[0, 0])
+        lo, hi = (days, days) if isinstance(days, (int, float)) else (days[0], days[-1])
+        kind = str(r.get("kind") or "perf")
+        confidence = str(r.get("confidence") or "")
+        if r.get("evidence"):
+            confidence += f" ({'; '.join(map(str, r['evidence']))})"
         out.append(Fix(
-            title=str(_get(r, "title", "id", default="")),
-            where=str(_get(r, "where", default="")),
-            why=str(_get(r, "why", default="")),
-            first_step=str(_get(r, "first_step", default="")),
+            title=str(_get(r, "title", "fix_id", "id", default="")),
+            where=_where(r),
+            why=str(r.get("why") or ""),
+            first_step=str(r.get("first_step") or ""),
             effort_days=(float(lo), float(hi)),
-            recoverable_us=_f(_get(r, "recoverable_us", "benefit_us")),
-            confidence=str(_get(r, "confidence", default="")),
-            kind=str(_get(r, "kind", default="time")),
-            category=str(_get(r, "category", "op_class", default="")),
+            recoverable_us=_f(r.get("recoverable_us")) if kind != "accuracy" else None,
+            confidence=confidence,
+            kind="accuracy" if kind == "accuracy" else "time",
+            category=", ".join(map(str, r.get("op_classes") or [])),
+            group_ids=tuple(str(g) for g in r.get("group_ids") or ()),
         ))
     return out
 

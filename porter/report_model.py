@@ -96,7 +96,8 @@ class Fix:
     recoverable_us: float | None
     confidence: str
     kind: str = "time"  # "time" or "accuracy"
-    category: str = ""  # plain-words area for leadership ("matrix multiplies", "attention")
+    category: str = ""  # op classes it applies to
+    group_ids: tuple[str, ...] = ()  # matched groups it applies to (fixes are alternatives per group)
 
 
 @dataclass(frozen=True)
@@ -136,16 +137,33 @@ class ReportModel:
     def time_fixes(self) -> list[Fix]:
         return [f for f in self.fixes if f.kind != "accuracy"]
 
+    def counted_fixes(self) -> list[Fix]:
+        """Time fixes whose groups no higher-ranked fix already covers.
+
+        Fixes that apply to the same group are alternatives (porter.fixes), so the time of a
+        group is counted once, for the best-ranked fix; a fix without group ids counts fully.
+        """
+        seen: set[str] = set()
+        out = []
+        for f in self.time_fixes:
+            if f.group_ids and seen.intersection(f.group_ids):
+                continue
+            seen.update(f.group_ids)
+            out.append(f)
+        return out
+
     @property
     def recoverable_us(self) -> float:
-        """Time the ranked fixes recover together, never more than the target's excess time."""
-        total = sum(f.recoverable_us or 0.0 for f in self.time_fixes)
+        """Time the ranked fixes recover together (each group once), never more than the target's excess."""
+        total = sum(f.recoverable_us or 0.0 for f in self.counted_fixes())
         excess = max(self.target.total_us - self.source.total_us, 0.0)
         return min(total, excess) if excess > 0 else total
 
     @property
     def effort_days(self) -> tuple[float, float]:
-        return (sum(f.effort_days[0] for f in self.fixes), sum(f.effort_days[1] for f in self.fixes))
+        """Engineer-days for the counted time fixes and every accuracy fix (alternatives excluded)."""
+        chosen = self.counted_fixes() + [f for f in self.fixes if f.kind == "accuracy"]
+        return (sum(f.effort_days[0] for f in chosen), sum(f.effort_days[1] for f in chosen))
 
     @property
     def projected_ratio(self) -> float | None:

@@ -80,6 +80,7 @@ def _context(m: ReportModel) -> dict[str, Any]:
         "by_class": sorted(m.by_class, key=lambda r: r.gap_us, reverse=True),
         "modules": sorted(m.by_module, key=lambda r: r.gap_us, reverse=True)[:TOP_MODULE_ROWS],
         "excess_us": max(m.target.total_us - m.source.total_us, 0.0),
+        "counted": m.counted_fixes(),
     }
 
 
