@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from _diagnoses import qwen_trace_diagnosis, real_kernel_names
+from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from conftest import run_porter
 
 from porter.errors import PorterError
@@ -205,3 +205,63 @@ def test_summary_is_plain_words(qwen, corpus):
     assert not [n for n in names if n and n in summary]
     assert "::" not in summary and "Not measured" in summary  # trace mode: no accuracy data
     assert "times as" in summary or "parity" in summary
+
+
+def ranked_fix_records(diag: Path) -> list[dict]:
+    """porter.fixes.rank_fixes on the real matched groups (kernel counts from the two bundles)."""
+    import numpy as np
+    import pandas as pd
+
+    from porter.bundle import load_bundle
+    from porter.fixes import fixes_frame, rank_fixes
+
+    d = json.loads((diag / "diagnosis.json").read_text())
+    g = pd.DataFrame(d["groups"])
+    for side in ("source", "target"):
+        ops = load_bundle(diag / side).ops.set_index("op_id")
+        g[f"{side}_kernels"] = [int(ops.loc[ids, "kernel_count"].sum()) for ids in g[f"{side}_op_ids"]]
+    g["group_id"] = g["group_id"].astype(str)
+    g["target_device_type"] = d["inputs"]["target"]["device"]["type"]
+    g = g.assign(flops=np.nan, bytes=np.nan, dtype="", input_shapes="", host_us=0.0)
+    records = json.loads(fixes_frame(rank_fixes(g)).to_json(orient="records"))
+    assert records, "no fix applies to the Qwen H100 -> MI300X groups"
+    return records
+
+
+@pytest.mark.corpus
+def test_fix_plan_shows_ranked_fixes_and_counts_each_group_once(qwen, tmp_path):
+    fixes = ranked_fix_records(qwen)
+    d = json.loads((qwen / "diagnosis.json").read_text())
+    d["fixes"] = fixes
+    (tmp_path / "diagnosis.json").write_text(json.dumps(d))
+    write_reports(tmp_path, ["html", "md"])
+    page = parse_html((tmp_path / "report.html").read_text())
+    table = page.tables["t-fixes"]
+    head = [c[0] for c in table[0]]
+    body = [r for r in table[1:] if r[0][0] != ""]  # the tfoot row has an empty first cell
+    assert [r[head.index("Fix")][0].replace(" alternative", "").replace(" accuracy", "") for r in body] == [f["title"] for f in fixes]
+    perf = [f for f in fixes if f["kind"] == "perf"]
+    assert [float(r[head.index("Recoverable")][1]) for r in body[: len(perf)]] == [f["recoverable_us"] for f in perf]
+    seen, total = set(), 0.0  # fixes are alternatives per group: the best-ranked one counts
+    for f in perf:
+        if not seen.intersection(f["group_ids"]):
+            total += f["recoverable_us"]
+            seen.update(f["group_ids"])
+    excess = d["end_to_end"]["target_total_us"] - d["end_to_end"]["source_total_us"]
+    assert page.by_id["fix-total"].strip() == fmt_us(min(total, excess) if excess > 0 else total)
+    summary = (tmp_path / "summary.md").read_text()
+    assert fixes[0]["title"] in summary and "::" not in summary
+
+
+@pytest.mark.slow
+def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
+    diag = live_transformer_diagnosis(tmp_path_factory)
+    d = json.loads((diag / "diagnosis.json").read_text())
+    assert d["accuracy"], "a live diagnosis compares module outputs"
+    page = parse_html((diag / "report.html").read_text())
+    assert "no-accuracy" not in page.by_id
+    rows = page.tables["t-acc"][1:]
+    assert len(rows) >= 2
+    assert page.by_id["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    md = (diag / "report.md").read_text()
+    assert "No accuracy data" not in md and "| # | Module | Local | Propagated |" in md

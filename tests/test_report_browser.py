@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _diagnoses import chromium, qwen_trace_diagnosis, real_kernel_names
+from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from test_report import INJECTED, hostile_diagnosis, parse_html
 
 from porter.report import write_reports
@@ -86,3 +86,11 @@ def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
     screenshot(page, profile, png)
     if os.environ.get("PORTER_UPDATE_SCREENSHOT"):  # refresh the one in the docs on purpose only
         shutil.copyfile(png, DOCS_SHOT)
+
+
+@pytest.mark.slow
+def test_live_report_draws_the_accuracy_chart(tmp_path_factory):
+    diag = live_transformer_diagnosis(tmp_path_factory)
+    check, _ = selfcheck(diag / "report.html", tmp_path_factory.mktemp("profile"))
+    assert_rendered(check, 4)
+    assert any("chart-line" in c["kind"] for c in check["charts"])
