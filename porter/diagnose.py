@@ -31,6 +31,7 @@ from porter.ingest import open_any
 DIAGNOSIS = "diagnosis.json"
 FORMAT = "porter.diagnosis/1"
 SIDES = ("source", "target")
+NOISY = 0.10  # IQR/median of step times above which the summary warns
 
 
 @dataclass
@@ -91,7 +92,7 @@ def open_input(spec: str | Path, model: str | None, role: str, workdir: Path) ->
     if model:
         from porter.capture import capture  # only the live path needs the capture stack
 
-        return open_any(capture(model, str(spec), workdir / f".capture-{role}"))
+        return open_any(capture(model, str(spec), workdir / f".capture-{role}").path)
     raise PorterError(f"{role}: no such bundle or trace file", path=path,
                       hint="pass a bundle directory or a trace file, or a MODEL and a target such as cpu or xla")
 
@@ -240,6 +241,8 @@ def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, mod
     t1 = time.perf_counter()
     keep_bundle(src, out / "source")
     keep_bundle(tgt, out / "target")
+    for role in SIDES:  # live captures were staged in hidden directories
+        shutil.rmtree(out / f".capture-{role}", ignore_errors=True)
     d.seconds["write_bundles"] = time.perf_counter() - t1
     d.seconds["total"] = time.perf_counter() - t0
     dest = out / DIAGNOSIS
@@ -271,10 +274,13 @@ def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
     lines = [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
-        f"end to end: target/source x{e.ratio:.3f} {e.basis.replace('_', ' ')} "
-        f"(source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}%, n={e.source.n}; "
-        f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}%, n={e.target.n})",
+        f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
+        f"  source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}% (n={e.source.n}), "
+        f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}% (n={e.target.n}) per step",
     ]
+    noisy = max(e.source.rel_spread, e.target.rel_spread)
+    if noisy > NOISY:
+        lines.append(f"  noisy: step times spread {noisy * 100:.0f}% (IQR/median); small gaps are not trustworthy")
     if e.wall_ratio is not None:
         lines.append(f"wall time: x{e.wall_ratio:.3f} (source {e.source_wall.median * 1e3:.2f} ms, "
                      f"target {e.target_wall.median * 1e3:.2f} ms per step)")

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from porter.opclass import classify
 from porter.schema import MODULE_SEP, NO_MODULE
+from profilers.porter_tags import module_from_tags
 
 # Path components that are transformation wrappers, not model scopes. `jit(...)`/`pjit(...)`
 # components are dropped whole; `transpose(X)`, `jvp(X)`, `vmap(X)`... are replaced by X (the
@@ -70,7 +71,8 @@ def scope_and_op(op_name: str) -> tuple[str, str]:
         comp = _unwrap(comp)
         if comp and not _DROP.match(comp):
             scopes.extend(split_path(comp))
-    return MODULE_SEP.join(scopes), framework_op
+    tagged = module_from_tags(scopes)  # porter's own capture: its tags name the module exactly
+    return (tagged if tagged is not None else MODULE_SEP.join(scopes)), framework_op
 
 
 def strip_suffix(hlo_name: str) -> str:

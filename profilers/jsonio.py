@@ -1,0 +1,45 @@
+"""JSON loading and field checks shared by the JSON-based readers.
+
+Damaged or odd input must end as a TraceFormatError with a one-line reason, never as a
+KeyError or TypeError deep inside a reader; these helpers are where that happens.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from porter.errors import TraceFormatError
+from profilers.base import read_bytes
+
+
+def load_json(path: Path, what: str) -> Any:
+    """The parsed document (gunzipped when needed); `what` names the format in errors."""
+    data = read_bytes(path)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFormatError(f"not valid JSON for a {what} ({exc})", path=path,
+                               hint="the file may be truncated") from None
+
+
+def number(value: Any, field: str, path: Path) -> float:
+    """A finite JSON number (not a bool), or TraceFormatError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TraceFormatError(f"field {field!r} is {type(value).__name__} {str(value)[:40]!r}, not a number", path=path)
+    return value
+
+
+def mapping(value: Any, field: str, path: Path) -> dict:
+    if not isinstance(value, dict):
+        raise TraceFormatError(f"{field!r} is {type(value).__name__}, not an object", path=path)
+    return value
+
+
+def sequence(value: Any, field: str, path: Path) -> list:
+    if not isinstance(value, list):
+        raise TraceFormatError(f"{field!r} is {type(value).__name__}, not a list", path=path)
+    return value
