@@ -52,7 +52,7 @@ def _stack(inp: dict) -> str:
     """The execution stack of one side: a live capture records it; a recorded trace has none."""
     tgt = inp.get("target")
     if isinstance(tgt, dict):
-        return str(_get(tgt, "stack", "name", default="") or "live capture")
+        return str(_get(tgt, "text", "stack", "name", default="") or "live capture")
     if isinstance(tgt, str) and tgt:
         return tgt
     return f"recorded {inp.get('profiler') or 'profiler'} trace"
@@ -288,9 +288,8 @@ def _command(d: dict, src: dict, tgt: dict) -> str:
         return str(_get(inp, "source_trace.path", "input", default="?"))
     model = src.get("model")
     name = (model.get("name") if isinstance(model, dict) else model) or ""
-    if name and isinstance(src.get("target"), (dict, str)):
-        stack = lambda inp: _get(inp, "target.name", default=None) or inp.get("target")  # noqa: E731
-        return f"porter diagnose {name} --from {stack(src)} --to {stack(tgt)} -o DIR"
+    if name and src.get("target"):
+        return f"porter diagnose {name} --from {_stack(src)} --to {_stack(tgt)} -o DIR"
     return f"porter diagnose --from {arg(src)} --to {arg(tgt)} -o DIR"
 
 
@@ -308,6 +307,7 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         source=_side(src, e2e, "source"),
         target=_side(tgt, e2e, "target"),
         ratio=_ratio_spread(e2e),
+        wall_ratio=_f(e2e.get("wall_ratio")),
         coverage=_f(cov.get("target")),
         by_class=_time_rows(d.get("by_class")),
         by_module=_time_rows(d.get("by_module")),

@@ -131,7 +131,8 @@ class ReportModel:
     created_at: str = ""
     porter_version: str = ""
     warnings: list[str] = field(default_factory=list)
-    by_module_kind: list[TimeRow] = field(default_factory=list)  # instances folded: every layer's attention as one row
+    by_module_kind: list[TimeRow] = field(default_factory=list)
+    wall_ratio: float | None = None  # target / source median step wall time (live captures)  # instances folded: every layer's attention as one row
 
     @property
     def time_fixes(self) -> list[Fix]:

@@ -74,14 +74,17 @@ def summary_points(m: ReportModel) -> list[Point]:
         Point(
             "Where the port stands",
             f"On {tgt.device_name} ({tgt.stack}), {m.model} {_speed_phrase(m.ratio.value)} on {src.device_name} "
-            f"({src.stack}): {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}.",
+            f"({src.stack}): {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}."
+            + (f" In wall-clock time per step it {_speed_phrase(m.wall_ratio)} the source." if m.wall_ratio is not None else ""),
         )
     ]
     diff = _differences(m)
     if diff:
         points.append(Point("Where it differs", diff))
     if m.accuracy is None:
-        points.append(Point("Accuracy", "Not measured: this diagnosis compared recorded profiles only, with no model outputs to check."))
+        why = ("this diagnosis compared recorded profiles only, with no model outputs to check" if m.mode == "trace"
+               else "this diagnosis did not compare the model's outputs")
+        points.append(Point("Accuracy", f"Not measured: {why}."))
     else:
         bad = [r for r in m.accuracy.rows if r.introduces]
         extra = f" {len(bad)} of {len(m.accuracy.rows)} model parts introduce error beyond tolerance." if m.accuracy.rows else ""
