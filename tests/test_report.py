@@ -266,3 +266,34 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
     assert page.by_id["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
     md = (diag / "report.md").read_text()
     assert "No accuracy data" not in md and "| # | Module | Local | Propagated |" in md
+
+
+def test_accuracy_section_carries_compare_modules_rows(tmp_path):
+    """The contract with porter.accuracy: its per-module records render row for row, in model order."""
+    import torch
+
+    from porter.accuracy import compare_modules
+
+    names = real_kernel_names()  # a module name holding < > & must stay text
+    gen = torch.Generator().manual_seed(0)
+    src = {f"layers.{i}": torch.randn(256, generator=gen) for i in range(5)} | {names[0]: torch.randn(8, generator=gen)}
+    noise = lambda scale: scale * torch.randn(256, generator=gen)  # noqa: E731
+    tgt = {k: v + (noise(1e-3 * (i + 1)) if v.numel() == 256 else 0) for i, (k, v) in enumerate(src.items())}
+    local = {k: v + (noise(1e-2 if i == 2 else 1e-7) if v.numel() == 256 else 0) for i, (k, v) in enumerate(src.items())}
+    df = compare_modules(src, tgt, local, dtype="fp32")
+    assert bool(df["introduces_error"].iloc[2])  # the planted local loss is found by porter.accuracy
+    records = json.loads(df.to_json(orient="records", double_precision=15))
+    diag = hostile_diagnosis(names) | {"accuracy": {"dtype": "fp32", "modules": records}}
+    (tmp_path / "diagnosis.json").write_text(json.dumps(diag))
+    write_reports(tmp_path, ["html", "md"])
+    html = (tmp_path / "report.html").read_text()
+    page = parse_html(html)
+    head = [c[0] for c in page.tables["t-acc"][0]]
+    rows = page.tables["t-acc"][1:]
+    assert [r[head.index("Module")][0] for r in rows] == df["module"].tolist()
+    for r, want in zip(rows, records):
+        assert float(r[head.index("Local")][1]) == want["local_rel_l2"]
+        assert float(r[head.index("Propagated")][1]) == want["propagated_rel_l2"]
+        assert (r[head.index("Introduces error")][0] == "yes") == bool(want["introduces_error"])
+    assert "chart-line" in html and "no-accuracy" not in page.by_id
+    assert "1 of 6 model parts introduce error" in (tmp_path / "summary.md").read_text()
