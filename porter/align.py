@@ -2,7 +2,8 @@
 
 Evidence, strongest first (each pass only sees what earlier passes left):
 
-1. ``scope``: same module path on both sides; inside it the ops (in time order) are
+1. ``scope``: same module path on both sides (ops a framework ran outside any module,
+   e.g. the model's own forward, share the root scope ''); inside it the ops (in time order) are
    sequence-aligned on op class, so vendor variants (aten::cudnn_convolution vs
    aten::miopen_convolution) pair up. Ops a side has in addition, between two pairs,
    join their neighbour's group (``scope+fused``): that is how several aten ops land on
@@ -226,18 +227,20 @@ def _align_rows(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence
         _emit(g, blocks, src_rows, tgt_rows, evidence, evidence + "-gap", MAX_GAP_RUN)
 
 
-def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray) -> dict[str, np.ndarray]:
+def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray, root: bool = False) -> dict[str, np.ndarray]:
+    """Rows per module path; with root, ops outside any module (not synthetic) form scope ''."""
     mods = frame["module"].to_numpy()[rows]
+    syn = frame["synthetic"].to_numpy()[rows]
     out: dict[str, list[int]] = {}
-    for r, m in zip(rows.tolist(), mods.tolist()):
-        if m:
+    for r, m, sy in zip(rows.tolist(), mods.tolist(), syn.tolist()):
+        if m or (root and not sy):
             out.setdefault(m, []).append(r)
     return {m: np.asarray(v, dtype=np.int64) for m, v in out.items()}
 
 
 def _pass_scope(g: _Groups) -> None:
-    src_mods = _rows_by_module(g.src, g.free("source"))
-    tgt_mods = _rows_by_module(g.tgt, g.free("target"))
+    src_mods = _rows_by_module(g.src, g.free("source"), root=True)
+    tgt_mods = _rows_by_module(g.tgt, g.free("target"), root=True)
     for mod in src_mods.keys() & tgt_mods.keys():
         _align_rows(g, src_mods[mod], tgt_mods[mod], "scope", in_scope=True)
 

@@ -215,3 +215,20 @@ def test_live_capture_both_sides(tmp_path):
     assert min(j["alignment"]["coverage"].values()) >= 0.99
     assert j["alignment"]["stats"]["groups_per_pass"]["scope"] > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_torch_eager_vs_xla_across_frameworks(tmp_path):
+    """aten ops on one side, HLO fusions on the other: matched through the shared module scopes."""
+    pytest.importorskip("jax")
+    d, dest = diagnose("cpu", "xla", tmp_path, model="mlp")
+    if d.target.manifest.get("status") not in (None, "ok"):
+        pytest.skip(f"xla capture did not run: {d.target.manifest.get('status')}")
+    cov = d.coverage()
+    assert cov["source"] >= 0.99 and cov["target"] >= 0.99, cov
+    g = d.groups
+    assert (g["module"] == g["target_module"]).all()
+    assert g["evidence"].str.startswith("scope").all()
+    # several aten ops land on one fused HLO op somewhere (many-to-one)
+    assert (g["n_source"] > g["n_target"]).any()
+    assert {p for p in g["module"] if p} <= set(d.target.ops["module"])
