@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from porter.errors import PorterError
+from porter.units import fmt_us
 
 app = typer.Typer(
     name="porter",
@@ -32,16 +33,6 @@ err = Console(stderr=True)
 def fail(exc: PorterError) -> None:
     err.print(f"[bold red]porter: error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
-
-
-def fmt_us(us: float) -> str:
-    if us != us:  # NaN
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} us"
 
 
 @app.command()
@@ -128,6 +119,7 @@ def diagnose(
     as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
     force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
     catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue file replacing the built-in one."),
+    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md."),
 ) -> None:
     """Align two runs, attribute the time gap per op and module, rank fixes.
 
@@ -140,7 +132,7 @@ def diagnose(
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
     try:
         d, dest = run_diagnosis(src, tgt, out_dir, model=model, force=force,
-                                oracle=oracle, catalogue=catalogue)
+                                oracle=oracle, catalogue=catalogue, report=not no_report)
     except PorterError as exc:
         fail(exc)
     if as_json:
@@ -219,6 +211,27 @@ def targets() -> None:
         a = get_stack(spec.stack).availability(spec.device)
         table.add_row(spec.text, "yes" if a.ok else "no", "" if a.ok else escape(f"{a.reason}; {a.remedy}"))
     out.print(table)
+
+
+@app.command()
+def report(
+    diagnosis_dir: Path = typer.Argument(..., help="A directory written by `porter diagnose` (holds diagnosis.json)."),
+    fmt: str = typer.Option("all", "--format", help="html, md (report.md + summary.md), json, or all."),
+    out_path: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default: DIAGNOSIS_DIR), or a file name (.html/.md/.json) for one format."),
+) -> None:
+    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md (one page, plain words).
+
+    Example: porter report diag/ --format html -o qwen.html
+    """
+    from porter.report import FORMATS, write_reports
+
+    formats = list(FORMATS) if fmt == "all" else [fmt]
+    try:
+        paths = write_reports(diagnosis_dir, formats, out_path)
+    except PorterError as exc:
+        fail(exc)
+    for p in paths:
+        out.print(str(p), highlight=False)
 
 
 def main() -> None:

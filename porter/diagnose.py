@@ -227,8 +227,9 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 
 def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
              force: bool = False, oracle: str | None = None,
-             catalogue: str | Path | None = None) -> tuple[Diagnosis, Path]:
-    """Read both sides, analyse, then write DIR/source, DIR/target and DIR/diagnosis.json."""
+             catalogue: str | Path | None = None, report: bool = True) -> tuple[Diagnosis, Path]:
+    """Read both sides, analyse, then write DIR/source, DIR/target and DIR/diagnosis.json
+    (and, with report, DIR/report.html, report.md and summary.md)."""
     out = Path(out_dir)
     t0 = time.perf_counter()
     src = open_input(source, model, "source", out)
@@ -246,6 +247,10 @@ def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, mod
     d.seconds["total"] = time.perf_counter() - t0
     dest = out / DIAGNOSIS
     write_json_atomic(dest, to_json(d))
+    if report:
+        from porter.report import write_reports  # rendering only; the analysis does not need it
+
+        write_reports(out, ("html", "md"))
     return d, dest
 
 

@@ -1,0 +1,354 @@
+"""diagnosis.json -> ReportModel -> report.html, report.md, summary.md, report.json.
+
+load_report_model() (through model_from_diagnosis) is the ONLY code that knows
+diagnosis.json's field names (docs/diagnosis.md); everything after it reads the
+porter.report_model dataclasses, so a renamed field is fixed here and nowhere else.
+Rendering lives in porter.report_render; each output file is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from porter.atomic import atomic_write_text
+from porter.errors import PorterError
+from porter.report_model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
+from porter.report_render import FORMATS, OUTPUTS, render_all
+from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us
+
+DIAGNOSIS = "diagnosis.json"
+__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
+
+
+def _get(d: Any, *paths: str, default: Any = None) -> Any:
+    """First present, non-null value among dotted paths ("end_to_end.ratio"); default when none is."""
+    for path in paths:
+        cur = d
+        for part in path.split("."):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is not None:
+            return cur
+    return default
+
+
+def _f(v: Any) -> float | None:
+    try:
+        out = float(v)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+# ---------------------------------------------------------------- the two runs
+
+def _stack(inp: dict) -> str:
+    """The execution stack of one side: a live capture records it; a recorded trace has none."""
+    tgt = inp.get("target")
+    if isinstance(tgt, dict):
+        return str(_get(tgt, "text", "stack", "name", default="") or "live capture")
+    if isinstance(tgt, str) and tgt:
+        return tgt
+    return f"recorded {inp.get('profiler') or 'profiler'} trace"
+
+
+BASIS = {
+    "device_us": "self device time of each op (the kernels attributed to it)",
+    "host_self_us": "self host time of each op (the trace has no device activity)",
+}
+
+
+def _timing(inp: dict, e2e: dict, role: str) -> str:
+    """How one side's time was measured, in words."""
+    basis = str(inp.get("time_basis") or "")
+    text = f"{BASIS.get(basis, basis or 'device time')}, from the {inp.get('profiler') or 'profiler'} trace"
+    per = e2e.get(f"{role}_per_step_us") or {}
+    n = per.get("n")
+    if n:
+        text += f"; {n} profiled step{'s' if n != 1 else ''}, median {fmt_us(_f(per.get('median')))} per step"
+        if n > 1 and _f(per.get("rel_spread")) is not None:
+            text += f", IQR {fmt_pct(_f(per.get('rel_spread')), 0)} of the median"
+    wall = e2e.get(f"{role}_wall_s") or {}
+    if wall.get("n"):
+        text += f"; wall clock over {wall['n']} timed steps, median {fmt_us((_f(wall.get('median')) or 0) * 1e6)}"
+    return text
+
+
+def _side(inp: dict, e2e: dict, role: str) -> Side:
+    dev = inp.get("device") or {}
+    return Side(
+        label=str(inp.get("label") or role),
+        device_name=str(dev.get("name") or dev.get("type") or "unknown device"),
+        device_type=str(dev.get("type") or ""),
+        stack=_stack(inp),
+        profiler=str(inp.get("profiler") or ""),
+        versions={str(k): str(v) for k, v in (inp.get("framework_versions") or {}).items()},
+        timing=_timing(inp, e2e, role),
+        total_us=_f(e2e.get(f"{role}_total_us")) or _f(inp.get("total_us")) or 0.0,
+        steps=int(inp.get("steps") or 0),
+    )
+
+
+def _model_name(src: dict, tgt: dict) -> str:
+    """The model's name from a live capture, else what two trace labels share ('h100_Qwen..' / 'mi300x_Qwen..')."""
+    model = src.get("model")
+    if isinstance(model, dict) and model.get("name"):
+        return str(model["name"])
+    if isinstance(model, str) and model:
+        return model
+    a, b = str(src.get("label") or ""), str(tgt.get("label") or "")
+    common = os.path.commonprefix([a[::-1], b[::-1]])[::-1].lstrip("_-. ")
+    return common if len(common) >= 3 else f"{a} vs {b}"
+
+
+def _ratio_spread(e2e: dict) -> Spread:
+    """Per-step ratio target/source, with bounds from each side's interquartile step times."""
+    value = _f(e2e.get("ratio"))
+    value = float("nan") if value is None else value
+    s = [float(x) for x in _get(e2e, "source_per_step_us.samples", default=[])]
+    t = [float(x) for x in _get(e2e, "target_per_step_us.samples", default=[])]
+    if len(s) < 2 or len(t) < 2 or min(s) <= 0:
+        return Spread(value=value, samples=min(len(s), len(t)) or None, kind="one step per side" if s and t else "")
+    s1, s3 = np.percentile(s, [25, 75])
+    t1, t3 = np.percentile(t, [25, 75])
+    return Spread(value=value, lo=float(t1 / s3), hi=float(t3 / s1), samples=min(len(s), len(t)), kind="interquartile steps")
+
+
+# ---------------------------------------------------------------- time tables
+
+def _time_rows(rows: Iterable[dict]) -> list[TimeRow]:
+    return [TimeRow(key=str(r.get("key") or ""), source_us=_f(r.get("source_us")) or 0.0, target_us=_f(r.get("target_us")) or 0.0)
+            for r in rows or []]
+
+
+def _roofline_by_group(roofline: Any) -> dict[Any, float]:
+    """group_id -> the target's roofline time for that group, when diagnose computed one."""
+    rows = roofline.get("groups") if isinstance(roofline, dict) else roofline
+    out: dict[Any, float] = {}
+    for r in rows or []:
+        us = _f(_get(r, "roofline_us", "target_roofline_us")) if isinstance(r, dict) else None
+        if us is not None:
+            out[r.get("group_id")] = us
+    return out
+
+
+def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRow]:
+    """Matched groups, named by the source op (and the target's when it differs)."""
+    out = []
+    for r in rows or []:
+        op, top = str(r.get("framework_op") or ""), str(r.get("target_framework_op") or "")
+        key = op if not top or top == op else f"{op} \u2192 {top}"
+        out.append(TimeRow(
+            key=key or "(unnamed)",
+            source_us=_f(r.get("source_us")) or 0.0,
+            target_us=_f(r.get("target_us")) or 0.0,
+            roofline_us=roofline.get(r.get("group_id")),
+            op_class=str(r.get("op_class") or ""),
+            module=str(r.get("module") or ""),
+        ))
+    return out
+
+
+def _notes(unmatched: dict) -> list[Note]:
+    out = []
+    for side in ("source", "target"):
+        for r in unmatched.get(side) or []:
+            us = _f(r.get("time_us"))
+            share = _f(r.get("share"))
+            out.append(Note(
+                kind=f"unmatched on {side}",
+                name=str(r.get("framework_op") or ""),
+                where=str(r.get("module") or ""),
+                source_us=us if side == "source" else None,
+                target_us=us if side == "target" else None,
+                detail=f"{r.get('count', '?')} calls, {r.get('op_class') or 'other'}, {fmt_pct(share)} of the {side}'s time",
+            ))
+    return out
+
+
+# ---------------------------------------------------------------- accuracy and fixes (porter.accuracy, porter.fixes)
+
+def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
+    """compare_modules records (propagated_rel_l2, local_rel_l2, tolerance, introduces_error)."""
+    out = []
+    for r in rows or []:
+        out.append(AccuracyRow(
+            module=str(r.get("module") or "(model output)"),
+            local=_f(_get(r, "local_rel_l2", "local")),
+            propagated=_f(_get(r, "propagated_rel_l2", "propagated")),
+            tolerance=_f(r.get("tolerance")),
+            introduces=bool(_get(r, "introduces_error", "introduces", default=False)),
+        ))
+    return out
+
+
+def _accuracy(d: Any) -> Accuracy | None:
+    """The accuracy block: per-module rows, plus the fp64 oracle verdict when one ran."""
+    if not d:
+        return None
+    rows = _accuracy_rows(d if isinstance(d, list) else _get(d, "modules", "per_module", default=[]))
+    info = d if isinstance(d, dict) else {}
+    oracle = info.get("oracle") or {}
+    tols = [r.tolerance for r in rows if r.tolerance is not None]
+    dtype = str(info.get("dtype") or "")
+    if oracle:
+        passed = bool(oracle.get("passed"))
+        verdict = (f"{'within' if passed else 'outside'} the fp64-oracle bound: target error {_f(oracle.get('target_error')) or 0:.2e} "
+                   f"vs bound {_f(oracle.get('bound')) or 0:.2e} ({_f(oracle.get('multiplier')) or 0:g} x the source's error + tolerance/10)")
+    elif rows and rows[0].propagated is not None and tols:
+        out_row = next((r for r in rows if r.module in ("", "(model output)")), rows[-1])
+        passed = bool(out_row.propagated is not None and out_row.tolerance is not None and out_row.propagated <= out_row.tolerance)
+        verdict = f"{'within' if passed else 'outside'} tolerance at the model output (relative L2 {fmt_sci(out_row.propagated)})"
+    else:
+        passed, verdict = None, str(info.get("verdict") or "not judged")
+    note = str(_get(info, "tolerance_reason", "tolerance_note", default="") or "")
+    if tols and not note:
+        note = f"Tolerance: relative L2 {max(tols):.0e}" + (f" for {dtype}" if dtype else "") + "."
+    return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows)
+
+
+def _where(r: dict) -> str:
+    """Where a fix applies: its heaviest op and module, and how many more there are."""
+    ops, mods = list(r.get("ops") or []), list(r.get("modules") or [])
+    if not ops and not mods:
+        return str(r.get("where") or "")
+    text = " in ".join(x for x in (ops[0] if ops else "", mods[0] if mods else "") if x)
+    more = max(len(ops), len(mods)) - 1
+    return text + (f" (+{more} more)" if more > 0 else "")
+
+
+def _fixes(rows: Iterable[dict]) -> list[Fix]:
+    """porter.fixes.fixes_frame records, in rank order (time fixes first, then accuracy)."""
+    out = []
+    for r in rows or []:
+        days = _get(r, "days", "effort_days", default=[0, 0])
+        lo, hi = (days, days) if isinstance(days, (int, float)) else (days[0], days[-1])
+        kind = str(r.get("kind") or "perf")
+        confidence = str(r.get("confidence") or "")
+        if r.get("evidence"):
+            confidence += f" ({'; '.join(map(str, r['evidence']))})"
+        out.append(Fix(
+            title=str(_get(r, "title", "fix_id", "id", default="")),
+            where=_where(r),
+            why=str(r.get("why") or ""),
+            first_step=str(r.get("first_step") or ""),
+            effort_days=(float(lo), float(hi)),
+            recoverable_us=_f(r.get("recoverable_us")) if kind != "accuracy" else None,
+            confidence=confidence,
+            kind="accuracy" if kind == "accuracy" else "time",
+            category=", ".join(map(str, r.get("op_classes") or [])),
+            group_ids=tuple(str(g) for g in r.get("group_ids") or ()),
+        ))
+    return out
+
+
+# ---------------------------------------------------------------- method
+
+def _method(d: dict, e2e: dict) -> list[tuple[str, str]]:
+    al = d.get("alignment") or {}
+    cov = al.get("coverage") or {}
+    rows = [
+        ("Coverage", f"{fmt_pct(_f(cov.get('source')))} of source and {fmt_pct(_f(cov.get('target')))} of target time lies in matched groups"),
+        ("Whole-trace time", f"source {fmt_us(_f(e2e.get('source_total_us')))}, target {fmt_us(_f(e2e.get('target_total_us')))} "
+                             f"(ratio {fmt_ratio(_f(e2e.get('total_ratio')))}); outside profiled steps: "
+                             f"{fmt_us(_f(e2e.get('source_outside_steps_us')))} and {fmt_us(_f(e2e.get('target_outside_steps_us')))}"),
+    ]
+    if _f(e2e.get("wall_ratio")) is not None:
+        rows.append(("Wall-clock ratio", f"{fmt_ratio(_f(e2e.get('wall_ratio')))} (target / source, median step wall time)"))
+    if al.get("unit"):
+        rows.append(("Alignment", str(al["unit"])))
+    by_ev = al.get("time_by_evidence") or {}
+    if by_ev:
+        rows.append(("Matched by", "; ".join(f"{k}: {fmt_us(_f(v.get('target_us')))} of target time" for k, v in by_ev.items())))
+    for role in ("source", "target"):
+        inp = _get(d, f"inputs.{role}", default={})
+        tr = inp.get("source_trace") or {}
+        if tr:
+            rows.append((f"{role.capitalize()} trace", f"{tr.get('name') or tr.get('path')} (sha256 {str(tr.get('sha256', ''))[:16]}…)"))
+    roof = d.get("roofline")
+    if isinstance(roof, dict) and roof.get("ceilings"):
+        rows.append(("Roofline ceilings", json.dumps(roof["ceilings"], sort_keys=True)))
+    secs = d.get("seconds") or {}
+    if secs.get("total") is not None:
+        rows.append(("Analysis time", f"{secs['total']:.2f} s (read {secs.get('read', 0):.2f} s, align {secs.get('align', 0):.2f} s)"))
+    return rows
+
+
+def _command(d: dict, src: dict, tgt: dict) -> str:
+    """The command that reproduces this diagnosis (diagnose records it, else it is rebuilt from the inputs)."""
+    if d.get("command"):
+        return str(d["command"])
+    def arg(inp: dict) -> str:
+        return str(_get(inp, "source_trace.path", "input", default="?"))
+    model = src.get("model")
+    name = (model.get("name") if isinstance(model, dict) else model) or ""
+    if name and src.get("target"):
+        return f"porter diagnose {name} --from {_stack(src)} --to {_stack(tgt)} -o DIR"
+    return f"porter diagnose --from {arg(src)} --to {arg(tgt)} -o DIR"
+
+
+# ---------------------------------------------------------------- the adapter
+
+def model_from_diagnosis(d: dict) -> ReportModel:
+    """Map a parsed diagnosis.json onto the ReportModel: the field names live here only."""
+    src, tgt = _get(d, "inputs.source", default={}), _get(d, "inputs.target", default={})
+    e2e = d.get("end_to_end") or {}
+    cov = _get(d, "alignment.coverage", default={})
+    live = bool(src.get("model"))
+    return ReportModel(
+        model=_model_name(src, tgt),
+        mode="live" if live else "trace",
+        source=_side(src, e2e, "source"),
+        target=_side(tgt, e2e, "target"),
+        ratio=_ratio_spread(e2e),
+        wall_ratio=_f(e2e.get("wall_ratio")),
+        coverage=_f(cov.get("target")),
+        by_class=_time_rows(d.get("by_class")),
+        by_module=_time_rows(d.get("by_module")),
+        by_module_kind=_time_rows(d.get("by_module_kind")),
+        top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
+        accuracy=_accuracy(d.get("accuracy")),
+        fixes=_fixes(d.get("fixes")),
+        notes=_notes(d.get("unmatched") or {}),
+        method=_method(d, e2e),
+        command=_command(d, src, tgt),
+        created_at=str(d.get("created_at") or ""),
+        porter_version=str(d.get("porter_version") or ""),
+        warnings=[str(w) for w in d.get("warnings") or []],
+    )
+
+
+def load_report_model(diagnosis_dir: Path) -> ReportModel:
+    """Read DIR/diagnosis.json into a ReportModel; a user-fixable problem raises PorterError."""
+    path = Path(diagnosis_dir) / DIAGNOSIS
+    if not path.is_file():
+        raise PorterError(f"no {DIAGNOSIS} here", path=diagnosis_dir, hint="run `porter diagnose ... -o DIR` first")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise PorterError(f"unreadable {DIAGNOSIS} ({exc})", path=path) from None
+    if not isinstance(data, dict):
+        raise PorterError(f"{DIAGNOSIS} is not a JSON object", path=path)
+    return model_from_diagnosis(data)
+
+
+def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None) -> list[Path]:
+    """Render diagnosis_dir/diagnosis.json and write each file atomically.
+
+    out: a directory (default: diagnosis_dir), or a file path ending in .html/.md/.json
+    when exactly one format is asked for (then only that one file is written).
+    """
+    formats = list(formats)
+    texts = render_all(load_report_model(diagnosis_dir), formats)
+    dest = Path(out) if out is not None else Path(diagnosis_dir)
+    if dest.suffix in (".html", ".md", ".json"):
+        if len(formats) != 1 or f".{formats[0]}" != dest.suffix:
+            raise PorterError("a file name for -o needs exactly one --format of the same kind", path=dest, hint="or give a directory")
+        return [atomic_write_text(dest, texts[OUTPUTS[formats[0]][0]])]
+    return [atomic_write_text(dest / name, text) for name, text in texts.items()]

@@ -1,0 +1,178 @@
+"""What a report shows, independent of how diagnosis.json spells it.
+
+porter.report.load_report_model() is the one adapter from diagnosis.json to these
+dataclasses; templates and charts read only these, so a renamed diagnosis field is a
+one-line change in the adapter, not a hunt through templates.
+
+Times are microseconds of device time; a ratio is target time / source time
+(above 1 means the target is slower).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A measured value with its spread (e.g. median and the min/max or IQR of the repeats)."""
+
+    value: float
+    lo: float | None = None
+    hi: float | None = None
+    samples: int | None = None
+    kind: str = ""  # what lo/hi are: "min-max", "IQR", "p10-p90"; "" when unknown
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run: the source or the target."""
+
+    label: str
+    device_name: str
+    device_type: str
+    stack: str
+    profiler: str
+    versions: dict[str, str]
+    timing: str  # how its time was measured, in words
+    total_us: float  # whole trace
+    steps: int = 0  # profiled steps in the trace (0: unknown)
+
+
+@dataclass(frozen=True)
+class TimeRow:
+    """Device time of one group (op class, module, op or matched group) on both sides."""
+
+    key: str
+    source_us: float
+    target_us: float
+    roofline_us: float | None = None  # best time the target's hardware allows, when known
+    op_class: str = ""
+    module: str = ""
+
+    @property
+    def gap_us(self) -> float:
+        return self.target_us - self.source_us
+
+    @property
+    def ratio(self) -> float | None:
+        return self.target_us / self.source_us if self.source_us > 0 else None
+
+    @property
+    def roofline_distance(self) -> float | None:
+        """How many times slower than its roofline the target runs this group."""
+        if self.roofline_us is None or not self.roofline_us > 0:
+            return None
+        return self.target_us / self.roofline_us
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    """Error of one module's output on the target vs the source, in model order."""
+
+    module: str
+    local: float | None  # module fed the source's inputs: error it introduces itself
+    propagated: float | None  # end-to-end target run: error accumulated up to here
+    tolerance: float | None = None
+    introduces: bool = False  # local error above tolerance: this module adds loss
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    metric: str  # e.g. "relative L2"
+    verdict: str  # one line: "within tolerance", "fails: ..."
+    passed: bool | None
+    tolerance_note: str  # which tolerance and why
+    rows: list[AccuracyRow]
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    where: str
+    why: str
+    first_step: str
+    effort_days: tuple[float, float]
+    recoverable_us: float | None
+    confidence: str
+    kind: str = "time"  # "time" or "accuracy"
+    category: str = ""  # op classes it applies to
+    group_ids: tuple[str, ...] = ()  # matched groups it applies to (fixes are alternatives per group)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A portability finding: an op that did not run, fell back, or found no partner."""
+
+    kind: str  # "unmatched on source", "unmatched on target", "fell back", "did not run"
+    name: str
+    where: str
+    source_us: float | None
+    target_us: float | None
+    detail: str = ""
+
+
+@dataclass
+class ReportModel:
+    model: str
+    mode: str  # "trace" (recorded traces) or "live" (porter ran the model)
+    source: Side
+    target: Side
+    ratio: Spread  # end-to-end target / source
+    coverage: float | None  # share of target device time matched to source ops
+    by_class: list[TimeRow]
+    by_module: list[TimeRow]
+    top_gaps: list[TimeRow]  # matched groups
+    accuracy: Accuracy | None
+    fixes: list[Fix]
+    notes: list[Note]
+    method: list[tuple[str, str]]  # (what, how it was measured)
+    command: str  # the command that reproduces the diagnosis
+    created_at: str = ""
+    porter_version: str = ""
+    warnings: list[str] = field(default_factory=list)
+    by_module_kind: list[TimeRow] = field(default_factory=list)
+    wall_ratio: float | None = None  # target / source median step wall time (live captures)  # instances folded: every layer's attention as one row
+
+    @property
+    def time_fixes(self) -> list[Fix]:
+        return [f for f in self.fixes if f.kind != "accuracy"]
+
+    def counted_fixes(self) -> list[Fix]:
+        """Time fixes whose groups no higher-ranked fix already covers.
+
+        Fixes that apply to the same group are alternatives (porter.fixes), so the time of a
+        group is counted once, for the best-ranked fix; a fix without group ids counts fully.
+        """
+        seen: set[str] = set()
+        out = []
+        for f in self.time_fixes:
+            if f.group_ids and seen.intersection(f.group_ids):
+                continue
+            seen.update(f.group_ids)
+            out.append(f)
+        return out
+
+    @property
+    def recoverable_us(self) -> float:
+        """Time the ranked fixes recover together (each group once), never more than the target's excess."""
+        total = sum(f.recoverable_us or 0.0 for f in self.counted_fixes())
+        excess = max(self.target.total_us - self.source.total_us, 0.0)
+        return min(total, excess) if excess > 0 else total
+
+    @property
+    def effort_days(self) -> tuple[float, float]:
+        """Engineer-days for the counted time fixes and every accuracy fix (alternatives excluded)."""
+        chosen = self.counted_fixes() + [f for f in self.fixes if f.kind == "accuracy"]
+        return (sum(f.effort_days[0] for f in chosen), sum(f.effort_days[1] for f in chosen))
+
+    @property
+    def projected_ratio(self) -> float | None:
+        """End-to-end ratio once every ranked time fix lands (an estimate, not a measurement)."""
+        if self.source.total_us <= 0:
+            return None
+        return (self.target.total_us - self.recoverable_us) / self.source.total_us
+
+    @property
+    def unmatched_target_us(self) -> float:
+        return sum(n.target_us or 0.0 for n in self.notes if n.kind == "unmatched on target")

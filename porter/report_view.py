@@ -1,0 +1,188 @@
+"""ReportModel -> what the templates show: charts, plain-words summary, derived totals.
+
+Kept apart from the adapter (porter.report) and the templates, so wording and chart
+choices can change without touching how diagnosis.json is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from porter import charts
+from porter.report_model import ReportModel, TimeRow
+from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
+
+TOP_MODULES = 15
+WATERFALL_STEPS = 8
+TOP_FIXES = 3
+
+
+@dataclass(frozen=True)
+class Point:
+    """One plain-words statement of the leadership summary."""
+
+    heading: str
+    text: str
+
+
+CLASS_WORDS = {
+    "matmul": "matrix multiplies", "conv": "convolutions", "attention": "attention", "norm": "normalisation",
+    "softmax": "softmax", "elementwise": "elementwise math", "reduction": "reductions",
+    "embedding": "embedding lookups", "copy": "memory copies and casts", "memset": "memory fills",
+    "collective": "communication between devices", "communication": "communication between devices",
+    "optimizer": "optimizer updates", "sync": "synchronisation", "other": "other work",
+}
+
+
+def class_words(op_class: str) -> str:
+    """An op class in words a non-specialist reads ('matmul' -> 'matrix multiplies')."""
+    return CLASS_WORDS.get(op_class, op_class)
+
+
+def _differences(m: ReportModel, n: int = 2) -> str:
+    """Where the target is slower and where faster, by op class, in plain words."""
+    rows = sorted(m.by_class, key=lambda r: r.gap_us, reverse=True)
+    total = m.source.total_us or 1.0
+    slower = [r for r in rows if r.gap_us > 0.01 * total][:n]
+    faster = [r for r in reversed(rows) if r.gap_us < -0.01 * total][:n]
+    fmt = lambda r: f"{class_words(r.key)} ({'+' if r.gap_us > 0 else '-'}{fmt_us(abs(r.gap_us))})"  # noqa: E731
+    parts = []
+    if slower:
+        parts.append("slower on " + " and ".join(fmt(r) for r in slower))
+    if faster:
+        parts.append("faster on " + " and ".join(fmt(r) for r in faster))
+    return ("The target is " + ", and ".join(parts) + ".") if parts else ""
+
+
+def _speed_phrase(ratio: float) -> str:
+    if ratio != ratio:
+        return "could not be compared"
+    if abs(ratio - 1) < 0.02:
+        return "runs at parity with"
+    if ratio > 1:
+        return f"takes {ratio:.2f} times as long as"
+    return f"is {1 / ratio:.2f} times as fast as"
+
+
+def summary_points(m: ReportModel) -> list[Point]:
+    """Where the port stands, what remains, what it costs, what it recovers: no kernel names."""
+    src, tgt = m.source, m.target
+    spread = ""
+    if m.ratio.lo is not None and m.ratio.hi is not None:
+        spread = f" (measured spread {fmt_ratio(m.ratio.lo)} to {fmt_ratio(m.ratio.hi)})"
+    points = [
+        Point(
+            "Where the port stands",
+            f"On {tgt.device_name} ({tgt.stack}), {m.model} {_speed_phrase(m.ratio.value)} on {src.device_name} "
+            f"({src.stack}): {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}."
+            + (f" In wall-clock time per step it {_speed_phrase(m.wall_ratio)} the source." if m.wall_ratio is not None else ""),
+        )
+    ]
+    diff = _differences(m)
+    if diff:
+        points.append(Point("Where it differs", diff))
+    if m.accuracy is None:
+        why = ("this diagnosis compared recorded profiles only, with no model outputs to check" if m.mode == "trace"
+               else "this diagnosis did not compare the model's outputs")
+        points.append(Point("Accuracy", f"Not measured: {why}."))
+    else:
+        bad = [r for r in m.accuracy.rows if r.introduces]
+        extra = f" {len(bad)} of {len(m.accuracy.rows)} model parts introduce error beyond tolerance." if m.accuracy.rows else ""
+        points.append(Point("Accuracy", f"{m.accuracy.verdict[:1].upper()}{m.accuracy.verdict[1:]}.{extra}"))
+    fixes = m.time_fixes
+    if fixes:
+        top = "; ".join(
+            f"{f.title} (recovers about {fmt_us(f.recoverable_us)}, {fmt_days(*f.effort_days)})" for f in fixes[:TOP_FIXES]
+        )
+        lead = "The ranked fix" if len(fixes) == 1 else f"{len(m.fixes)} ranked fixes; the first {min(TOP_FIXES, len(fixes))}"
+        points.append(Point("What remains", f"{lead}: {top}."))
+        lo, hi = m.effort_days
+        points.append(Point("What it costs", f"About {fmt_days(lo, hi)} of engineering for all ranked fixes (a range, from the fix catalogue's effort tiers)."))
+    else:
+        points.append(Point("What remains", "No fixes were ranked for this pair."))
+    points.append(Point("What it recovers", recovers_text(m)))
+    if m.coverage is not None:
+        points.append(
+            Point(
+                "How sure",
+                f"{fmt_pct(m.coverage, 0)} of the target's time was matched to the same work on the source; "
+                "the rest is listed under portability notes and is not attributed to any fix.",
+            )
+        )
+    return points
+
+
+def recovers_text(m: ReportModel) -> str:
+    """What the ranked fixes together buy, as time and as the ratio that results."""
+    if not m.time_fixes:
+        return "Nothing yet: no time fix has been ranked."
+    return (
+        f"About {fmt_us(m.recoverable_us)} per run if every ranked fix lands, "
+        f"bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time (parity is 1.00x)."
+    )
+
+
+def parity_text(m: ReportModel) -> str:
+    """What it takes to reach parity, in one or two sentences."""
+    excess = m.target.total_us - m.source.total_us
+    if excess <= 0:
+        more = f"; the ranked fixes would save a further {fmt_us(m.recoverable_us)}" if m.time_fixes else ""
+        return f"The target is already at or ahead of parity in total device time{more}."
+    rec = m.recoverable_us
+    text = (
+        f"Parity needs {fmt_us(excess)} less target time per run. The ranked fixes recover about {fmt_us(rec)} "
+        f"({fmt_pct(rec / excess, 0)} of that), bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time."
+    )
+    if rec < excess * 0.98:
+        text += f" The remaining {fmt_us(excess - rec)} has no fix identified yet."
+    return text
+
+
+def _largest(rows: list[TimeRow], n: int) -> list[TimeRow]:
+    return sorted(rows, key=lambda r: max(r.source_us, r.target_us), reverse=True)[:n]
+
+
+def waterfall_steps(m: ReportModel) -> list[tuple[str, float]]:
+    """Per-class gaps (largest first) plus the remainder, summing to target - source time."""
+    rows = sorted(m.by_class, key=lambda r: abs(r.gap_us), reverse=True)
+    steps = [(r.key, r.gap_us) for r in rows[:WATERFALL_STEPS]]
+    rest = sum(r.gap_us for r in rows[WATERFALL_STEPS:])
+    if rest:
+        steps.append((f"{len(rows) - WATERFALL_STEPS} other classes", rest))
+    residual = (m.target.total_us - m.source.total_us) - sum(d for _, d in steps)
+    if abs(residual) > 1e-6 * max(m.target.total_us, 1.0):
+        steps.append(("not in any class (unmatched)", residual))
+    return steps
+
+
+def build_charts(m: ReportModel) -> dict[str, str]:
+    src, tgt = f"source: {m.source.device_name}", f"target: {m.target.device_name}"
+    out = {}
+    cls = _largest(m.by_class, 20)
+    out["by_class"] = charts.grouped_hbar(
+        [r.key for r in cls], [(src, [r.source_us for r in cls]), (tgt, [r.target_us for r in cls])],
+        title="Device time by op class, source vs target", fmt=fmt_us,
+    )
+    folded = bool(m.by_module_kind) and len(m.by_module_kind) < len(m.by_module)
+    mods = _largest(m.by_module_kind if folded else m.by_module, TOP_MODULES)
+    what = "module kind, instances summed" if folded else "module"
+    out["by_module"] = charts.grouped_hbar(
+        [r.key or "(no module)" for r in mods], [(src, [r.source_us for r in mods]), (tgt, [r.target_us for r in mods])],
+        title=f"Device time by {what} (largest {len(mods)}), source vs target", fmt=fmt_us,
+    )
+    out["waterfall"] = charts.waterfall(
+        ("source total", m.source.total_us),
+        waterfall_steps(m),
+        ("target total", m.target.total_us),
+        title="From source time to target time: gap per op class", fmt=fmt_us,
+    )
+    if m.accuracy is not None and m.accuracy.rows:
+        tols = [r.tolerance for r in m.accuracy.rows if r.tolerance is not None]
+        out["accuracy"] = charts.line_chart(
+            [r.module for r in m.accuracy.rows],
+            [("local error", [r.local for r in m.accuracy.rows]), ("propagated error", [r.propagated for r in m.accuracy.rows])],
+            title=f"Per-module error ({m.accuracy.metric}) along the model depth",
+            y_label=m.accuracy.metric,
+            threshold=("tolerance", max(tols)) if tols else None,
+        )
+    return out

@@ -1,0 +1,44 @@
+"""Human-readable numbers shared by the CLI and the reports."""
+
+from __future__ import annotations
+
+
+def fmt_us(us: float | None) -> str:
+    """Microseconds as us / ms / s with three significant-ish digits; '-' when unknown."""
+    if us is None or us != us:  # None or NaN
+        return "-"
+    sign = "-" if us < 0 else ""
+    us = abs(us)
+    if us >= 1e6:
+        return f"{sign}{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{sign}{us / 1e3:.2f} ms"
+    return f"{sign}{us:.1f} us"
+
+
+def fmt_ratio(r: float | None) -> str:
+    """A time ratio as '1.23x'; '-' when unknown."""
+    if r is None or r != r:
+        return "-"
+    return f"{r:.2f}x"
+
+
+def fmt_pct(share: float | None, digits: int = 1) -> str:
+    """A share in [0, 1] as a percentage; '-' when unknown."""
+    if share is None or share != share:
+        return "-"
+    return f"{share * 100:.{digits}f}%"
+
+
+def fmt_sci(v: float | None) -> str:
+    """An error magnitude in short scientific form; '-' when unknown."""
+    if v is None or v != v:
+        return "-"
+    return f"{v:.2e}"
+
+
+def fmt_days(lo: float, hi: float) -> str:
+    """An effort range in engineer-days."""
+    if lo == hi:
+        return f"{lo:g} d"
+    return f"{lo:g}\u2013{hi:g} d"

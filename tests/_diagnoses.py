@@ -1,0 +1,84 @@
+"""Real diagnoses for the report tests, made once per session by the real CLI."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_dir, run_porter
+
+QWEN_SRC = "kineto/h100_Qwen_Qwen1.5-0.5B-Chat.json.gz"
+QWEN_TGT = "kineto/mi300x_Qwen_Qwen1.5-0.5B-Chat.json.gz"
+
+
+# Known, named gaps in the live path while its branches land; a test skips only on these.
+LIVE_NOT_READY = {
+    "CaptureResult": "diagnose's live path passes capture()'s CaptureResult where a path is expected (branches diagnose + capture)",
+    "unknown target": "the xla stack is not registered on this branch yet (branch xlaort)",
+    "No module named 'porter.capture'": "live capture is not on this branch yet (branch capture)",
+}
+
+
+_skipped: dict[str, str] = {}  # output dir -> why it could not be made (asked again: skip at once)
+
+
+def diagnose(out: Path, *args: str) -> Path:
+    """Run `porter diagnose ARGS -o out`; skip with the reason when it cannot run here."""
+    if str(out) in _skipped:
+        pytest.skip(_skipped[str(out)])
+    proc = run_porter("diagnose", *args, "-o", str(out))
+    for marker, reason in LIVE_NOT_READY.items():
+        if proc.returncode != 0 and marker in proc.stderr:
+            _skipped[str(out)] = reason
+            pytest.skip(reason)
+    if "No such command" in proc.stderr:
+        pytest.skip("`porter diagnose` is not on this branch yet (branch diagnose)")
+    if "known formats:" in proc.stderr and "kineto" not in proc.stderr.split("known formats:")[1]:
+        pytest.skip("the Kineto reader is not on this branch yet (branch kineto)")
+    if proc.returncode == 3:
+        pytest.skip(f"target unavailable here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "diagnosis.json").is_file()
+    return out
+
+
+def qwen_trace_diagnosis(tmp_path_factory) -> Path:
+    """The Qwen1.5-0.5B H100 -> MI300X trace-mode diagnosis, made once per test session."""
+    corpus = corpus_dir()
+    if not (corpus / QWEN_SRC).is_file():
+        pytest.skip(f"trace corpus not found at {corpus}")
+    out = tmp_path_factory.getbasetemp() / "qwen-trace-diagnosis"
+    if (out / "report.html").is_file():
+        return out
+    return diagnose(out, "--from", str(corpus / QWEN_SRC), "--to", str(corpus / QWEN_TGT))
+
+
+def real_kernel_names(min_count: int = 2) -> list[str]:
+    """Kernel names from the H100 Qwen trace that hold '<', '>' and '&' (read with plain json)."""
+    path = corpus_dir() / QWEN_SRC
+    if not path.is_file():
+        pytest.skip(f"trace corpus not found at {corpus_dir()}")
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    names = sorted({e["name"] for e in events if e.get("cat") == "kernel" and all(c in e["name"] for c in "<>&")}, key=len)
+    assert len(names) >= min_count
+    return names
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    pytest.skip("chromium is not installed (CI installs the Debian package `chromium` in .ci/run)")
+
+
+def live_transformer_diagnosis(tmp_path_factory) -> Path:
+    """`porter diagnose transformer --from cpu --to xla`: a live run with per-module accuracy."""
+    out = tmp_path_factory.getbasetemp() / "transformer-live-diagnosis"
+    if (out / "report.html").is_file():
+        return out
+    return diagnose(out, "transformer", "--from", "cpu", "--to", "xla")

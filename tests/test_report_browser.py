@@ -1,0 +1,98 @@
+"""Open report.html in headless Chromium: it renders offline, draws its charts, and runs without JS errors.
+
+The page writes a self-check into #selfcheck on load (measured SVG boxes, table count, a sort
+probe, and every error window.onerror saw); --dump-dom returns the DOM after load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
+from test_report import INJECTED, hostile_diagnosis, parse_html
+
+from porter.report import write_reports
+
+DOCS_SHOT = Path(__file__).resolve().parents[1] / "docs" / "report-screenshot.png"
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def browse(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def selfcheck(page: Path, profile: Path) -> tuple[dict, str]:
+    proc = browse(page, profile, "--dump-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r'<div id="selfcheck"[^>]*>(.*?)</div>', proc.stdout, re.S)
+    assert m and m.group(1), "the page's load handler did not run"
+    return json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')), proc.stdout
+
+
+def screenshot(page: Path, profile: Path, png: Path) -> None:
+    proc = browse(page, profile, f"--screenshot={png}", "--window-size=1280,2000", "--hide-scrollbars")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1280, 2000)
+
+
+def assert_rendered(check: dict, min_charts: int) -> None:
+    assert check["errors"] == []
+    assert len(check["charts"]) >= min_charts
+    for c in check["charts"]:
+        assert c["width"] > 100 and c["height"] > 20 and c["marks"] > 0, c
+
+
+@pytest.mark.slow
+def test_hostile_names_render_as_text_and_run_no_injected_script(tmp_path):
+    names = real_kernel_names()
+    (tmp_path / "diagnosis.json").write_text(json.dumps(hostile_diagnosis(names)))
+    write_reports(tmp_path, ["html"])
+    check, dom = selfcheck(tmp_path / "report.html", tmp_path / "profile")
+    assert_rendered(check, 3)  # class bars, waterfall, module bars (no accuracy in trace mode)
+    assert check["sort_ok"] is True
+    assert "injected" not in "".join(parse_html(dom).scripts)
+    assert names[0] + " " + INJECTED in "".join(parse_html(dom).text)
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
+    diag = qwen_trace_diagnosis(tmp_path_factory)
+    page = diag / "report.html"
+    profile = tmp_path_factory.mktemp("profile")
+    check, dom = selfcheck(page, profile)
+    assert_rendered(check, 3)
+    d = json.loads((diag / "diagnosis.json").read_text())
+    shown = parse_html(dom).by_id  # the DOM after load, as the browser built it
+    assert shown["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    assert d["inputs"]["target"]["device"]["name"] in "".join(parse_html(dom).text)
+    assert "No accuracy data: trace mode" in shown["no-accuracy"]
+    png = tmp_path_factory.mktemp("shot") / "report.png"
+    screenshot(page, profile, png)
+    if os.environ.get("PORTER_UPDATE_SCREENSHOT"):  # refresh the one in the docs on purpose only
+        shutil.copyfile(png, DOCS_SHOT)
+
+
+@pytest.mark.slow
+def test_live_report_draws_the_accuracy_chart(tmp_path_factory):
+    diag = live_transformer_diagnosis(tmp_path_factory)
+    if json.loads((diag / "diagnosis.json").read_text())["accuracy"] is None:
+        pytest.skip("diagnose does not write the accuracy block yet (porter.accuracy is not wired into diagnose)")
+    check, _ = selfcheck(diag / "report.html", tmp_path_factory.mktemp("profile"))
+    assert_rendered(check, 4)
+    assert any("chart-line" in c["kind"] for c in check["charts"])
