@@ -1,0 +1,124 @@
+"""Where and when a Kineto op ran: one time axis for all threads, steps and module scopes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from porter.errors import TraceFormatError
+from profilers.intervals import Nesting, Timeline
+from profilers.kineto_events import Columns, take
+
+STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
+PORTER_SCOPE = "porter.module:"
+NN_MODULE = "nn.Module: "
+
+
+@dataclass
+class Clock:
+    """Relative times (us from the first event) and per-thread keys on one search axis."""
+
+    t0: float
+    timeline: Timeline
+    thread_codes: dict[int, np.ndarray]
+
+    def rel(self, cols: Columns) -> np.ndarray:
+        return cols.ts - self.t0
+
+    def key(self, cols: Columns) -> np.ndarray:
+        return self.timeline.key(self.rel(cols), self.thread_codes[id(cols)])
+
+
+def make_clock(path, *groups: Columns) -> Clock:
+    """Clock over the given event groups; threads are (pid, tid) pairs shared across groups."""
+    starts = [g.ts for g in groups if len(g)]
+    t0 = float(min(np.min(s) for s in starts)) if starts else 0.0
+    ends = [g.ts + g.dur - t0 for g in groups if len(g)]
+    pids = np.array([p for g in groups for p in g.pid], dtype=object)
+    tids = np.array([t for g in groups for t in g.tid], dtype=object)
+    pc = pd.factorize(pids)[0] + 1 if len(pids) else np.zeros(0, dtype=np.int64)
+    tc = pd.factorize(tids)[0] + 1 if len(tids) else np.zeros(0, dtype=np.int64)
+    codes = pc * (int(tc.max(initial=0)) + 1) + tc
+    timeline = Timeline.covering(*ends)
+    top = timeline.span * (float(codes.max(initial=0)) + 1.0)
+    if not np.isfinite(top) or top > 1e300:
+        raise TraceFormatError("timestamps out of range", path=path)
+    out, at = {}, 0
+    for g in groups:
+        out[id(g)] = codes[at : at + len(g)]
+        at += len(g)
+    return Clock(t0=t0, timeline=timeline, thread_codes=out)
+
+
+@dataclass
+class Markers:
+    """Op-category ranges split into real ops (sorted by start), steps and porter scopes."""
+
+    ops: Columns
+    steps: Columns
+    step_numbers: np.ndarray
+    scopes: Columns
+
+
+def _marker_kind(name: str) -> tuple[int, int]:
+    """(0 op | 1 step | 2 porter scope, step number or -1) for one range name."""
+    if name.startswith("ProfilerStep#"):
+        m = STEP_RE.match(name)
+        if m:
+            return 1, int(m.group(1))
+    elif name.startswith(PORTER_SCOPE):
+        return 2, -1
+    return 0, -1
+
+
+def separate_markers(cols: Columns) -> Markers:
+    kind_of = {n: _marker_kind(n) for n in dict.fromkeys(cols.name)}  # names repeat a lot
+    pairs = np.array([kind_of[n] for n in cols.name], dtype=np.int64).reshape(-1, 2)
+    kind, step_num = pairs[:, 0], pairs[:, 1]
+    ops_idx = np.flatnonzero(kind == 0)
+    ops_idx = ops_idx[np.argsort(cols.ts[ops_idx], kind="stable")]
+    steps_idx = np.flatnonzero(kind == 1)
+    return Markers(
+        ops=take(cols, ops_idx),
+        steps=take(cols, steps_idx),
+        step_numbers=step_num[steps_idx],
+        scopes=take(cols, np.flatnonzero(kind == 2)),
+    )
+
+
+def steps_at(markers: Markers, clock: Clock, t: np.ndarray) -> np.ndarray:
+    """ProfilerStep number around each relative time (steps span all threads), -1 outside."""
+    rel = clock.rel(markers.steps)
+    nest = Nesting(rel, rel + markers.steps.dur)
+    return np.append(markers.step_numbers, -1)[nest.enclosing(t)]
+
+
+class Scopes:
+    """Module path at any (thread, time): porter annotations first, then nn.Module chains."""
+
+    def __init__(self, clock: Clock, porter: Columns, modules: Columns):
+        pkey = clock.key(porter)
+        self._porter = Nesting(pkey, pkey + porter.dur)
+        self._porter_paths = np.array([n[len(PORTER_SCOPE):] for n in porter.name] + [""], dtype=object)
+        mkey = clock.key(modules)
+        self._modules = Nesting(mkey, mkey + modules.dur)
+        self._module_paths = np.array(self._chains(modules.name, self._modules) + [""], dtype=object)
+
+    @staticmethod
+    def _chains(names: list[str], nest: Nesting) -> list[str]:
+        parent = nest.parents()
+        paths = [""] * len(names)
+        for i in nest.order.tolist():  # parents sort before their children
+            own = names[i][len(NN_MODULE):] if names[i].startswith(NN_MODULE) else names[i]
+            p = parent[i]
+            paths[i] = f"{paths[p]}/{own}" if p >= 0 else own
+        return paths
+
+    def at(self, keys: np.ndarray) -> np.ndarray:
+        """Module path (object array, "" when none) around each timeline key."""
+        porter = self._porter_paths[self._porter.enclosing(keys)]
+        module = self._module_paths[self._modules.enclosing(keys)]
+        return np.where(porter != "", porter, module)
