@@ -13,7 +13,7 @@ subprocess so peak RSS is that task's alone, alternating tasks within each repea
 * hta_ta:  hta.trace_analysis.TraceAnalysis(trace_dir=<dir holding only this file>)
 
 Each child reports wall and CPU seconds around the task (imports excluded) and its peak
-RSS (ru_maxrss, imports included) and RSS before the task. Results go to
+RSS (VmHWM, imports included) and RSS before the task. Results go to
 benchmarks/.cache/results.json, the table into BENCHMARKS.md (between the ingest markers)
 and the plot to benchmarks/ingest_scaling.svg. The rocprofv3 and XPlane corpus files are
 timed the same way against their bare parse. Not run in CI.
@@ -102,18 +102,27 @@ def _preload(kind: str) -> None:
             pass
 
 
+def _hwm_kb() -> int:
+    """Peak RSS of this process image (VmHWM). Not ru_maxrss: after fork+exec that still
+    carries the parent's peak, which is GBs once the parent has built the big traces."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def child(kind: str, path: Path) -> None:
     import logging
     logging.disable(logging.CRITICAL)
     _preload(kind)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = _hwm_kb()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     info = _task(kind, path)
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": ru1.ru_maxrss / 1024,
+    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": _hwm_kb() / 1024,
                       "base_rss_mb": rss0 / 1024, "info": info}))
 
 
@@ -332,7 +341,7 @@ def header(info: dict, ref_note: str) -> list[str]:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         "",
         f"Ratios are against {ref_note} in the same run. Wall and CPU seconds are for the task alone "
-        "(imports excluded); peak RSS is the child process's ru_maxrss (imports included; RSS before the task in "
+        "(imports excluded); peak RSS is the child process's VmHWM (imports included; RSS before the task in "
         "brackets).",
         "",
     ]
