@@ -118,6 +118,39 @@ def show(
         out.print(f"[dim]... {rest} more rows (--top to see more)[/]")
 
 
+@app.command()
+def diagnose(
+    model: Optional[str] = typer.Argument(None, help="Model to capture when --from/--to name targets (zoo name or pkg.mod:factory)."),
+    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, or (with MODEL) a target like cpu."),
+    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, or (with MODEL) a target like xla."),
+    out_dir: Path = typer.Option(Path("diagnosis"), "-o", "--out", help="Directory for diagnosis.json and the two bundles."),
+    oracle: Optional[str] = typer.Option(None, "--oracle", help="Accuracy oracle for live captures: fp64."),
+    as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
+    force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
+    catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue file replacing the built-in one."),
+) -> None:
+    """Align two runs, attribute the time gap per op and module, rank fixes.
+
+    Example: porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
+    """
+    from porter.diagnose import diagnose as run_diagnosis
+    from porter.diagnose import summary_lines
+
+    if oracle not in (None, "fp64"):
+        fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
+    try:
+        d, dest = run_diagnosis(src, tgt, out_dir, model=model, force=force,
+                                oracle=oracle, catalogue=catalogue)
+    except PorterError as exc:
+        fail(exc)
+    if as_json:
+        sys.stdout.write(dest.read_text())
+        return
+    for line in summary_lines(d, width=min(100, out.width)):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print(f"wrote {dest}", highlight=False, markup=False, soft_wrap=True)
+
+
 def main() -> None:
     try:
         app()

@@ -36,7 +36,7 @@ _KERNEL_RULES: tuple[tuple[str, str], ...] = (
     ("attention", r"flash|fmha|attn|attention|mha_|sdpa|cudnn_mha|_fwd_kernel|paged_attention|ck_tile::Fmha"),
     ("softmax", r"softmax|SoftMax"),
     ("norm", r"layer_?norm|LayerNorm|batch_?norm|BatchNorm|rms_?norm|RMSNorm|group_?norm|GroupNorm|instance_?norm|welford|bn_fw|bn_bw|_norm_|GradGammaBeta"),
-    ("conv", r"conv|Conv|implicit_gemm|igemm|winograd|fft2d|MIOpen|miopen|dgrad|wgrad|fprop|cudnn::.*(conv|fft)"),
+    ("conv", r"conv|Conv|implicit_gemm|igemm|winograd|fft2d|MIOpen|miopen|dgrad|wgrad|fprop|cudnn::.*(conv|fft)|[Ii]m(\dd)?2[Cc]ol"),
     ("matmul", r"gemm|Gemm|GEMM|gemv|sm\d+_xmma|xmma_|cutlass|Cijk_|cublas|cuBLAS|hipblaslt|rocblas|ampere_.*(s|h|bf16)\d+gemm|sm90_|nvjet|magma|wmma|mfma|matmul|dot|\bmm_|_mm\b|triton_.*mm|Tensile|ck::.*Gemm|DeviceGemm|splitK|bmm|tinygemm|MatMul|convolution"),
     ("embedding", r"embedding|Embedding|indexSelect|index_select|gather_kernel|vectorized_gather|take_kernel"),
     ("reduction", r"_pool|pool_|Pool|reduce|Reduce|reduction|lpnorm|cub::|DeviceScan|scan_|argmax|argmin|topk|sort|radix|Sort|cumsum|sum_kernel|mean_kernel|norm_kernel|triton_red|triton_per"),

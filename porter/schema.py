@@ -53,6 +53,7 @@ class Column:
     kind: str  # "str", "int", "float", "bool"
     unit: str
     doc: str
+    optional: bool = False  # a reader may omit it; coerce fills the "unknown" value
 
 
 OPS_COLUMNS: tuple[Column, ...] = (
@@ -75,6 +76,7 @@ OPS_COLUMNS: tuple[Column, ...] = (
     Column("bytes", "float", "B", "bytes moved, NaN when unknown"),
     Column("input_shapes", "str", "", "JSON list of input dims, '' when not recorded"),
     Column("dtypes", "str", "", "JSON list of input dtypes, '' when not recorded"),
+    Column("concrete_inputs", "str", "", "JSON list of scalar inputs (stride, padding, causal...), '' when not recorded", optional=True),
     Column("synthetic", "bool", "", "True for a stand-in op that owns kernels no op launched"),
 )
 
@@ -93,6 +95,7 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
 KERNEL_KINDS = ("kernel", "memcpy", "memset")
 
 _DTYPES = {"str": object, "int": np.int64, "float": np.float64, "bool": np.bool_}
+_UNKNOWN = {"str": "", "int": NO_ID, "float": np.nan, "bool": False}
 
 
 class SchemaViolation(AssertionError):
@@ -126,7 +129,10 @@ def _coerce(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
     out = {}
     for c in columns:
         if c.name not in df.columns:
-            raise SchemaViolation(f"missing column {c.name!r}")
+            if not c.optional:
+                raise SchemaViolation(f"missing column {c.name!r}")
+            out[c.name] = pd.Series([_UNKNOWN[c.kind]] * len(df), dtype=_DTYPES[c.kind])
+            continue
         s = df[c.name]
         if c.kind == "str":
             out[c.name] = _as_str(s)

@@ -43,7 +43,7 @@ import numpy as np
 from porter.errors import TraceFormatError
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
-from profilers.kineto_events import ANNOTATION_CATS, Document, decode, split, take
+from profilers.kineto_events import ANNOTATION_CATS, Document, decode, is_category, split, take
 from profilers.kineto_link import DeviceRows, cpu_as_device, link_device
 from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
@@ -88,10 +88,10 @@ def _one_line(exc: Exception) -> str:
 def _decode(data: bytes, path: Path) -> Document:
     try:
         return decode(data)
+    except msgspec.ValidationError as exc:  # valid JSON, wrong shape (a DecodeError subclass)
+        raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({_one_line(exc)})", path=path) from None
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except RecursionError:
         raise TraceFormatError("invalid JSON (nested too deeply)", path=path) from None
 
@@ -103,11 +103,11 @@ def read(path: Path) -> ReadResult:
     parts = split(doc.traceEvents)
     markers = separate_markers(parts.ops)
     ops, runtime = markers.ops, parts.runtime
-    device = take(parts.device, np.argsort(parts.device.ts, kind="stable"))
-    device_kind = parts.device_kind[np.argsort(parts.device.ts, kind="stable")]
+    by_start = np.argsort(parts.device.ts, kind="stable")
+    device, device_kind = take(parts.device, by_start), parts.device_kind[by_start]
     if len(ops) == 0 and len(device) == 0:
         raise TraceFormatError("no ops or device activity with durations (empty trace)", path=path)
-    clock = make_clock(path, ops, runtime, device, parts.modules, markers.scopes, markers.steps)
+    clock = make_clock(path, [ops, runtime, parts.modules, markers.scopes], [device, markers.steps])
     scopes = Scopes(clock, markers.scopes, parts.modules)
 
     op_key = clock.key(ops)
@@ -121,7 +121,7 @@ def read(path: Path) -> ReadResult:
 
     n_syn = len(rows.synthetic_names)
     n_all = len(ops) + n_syn
-    is_annotation = np.array([c.lower() in ANNOTATION_CATS for c in ops.cat] + [False] * n_syn, dtype=bool)
+    is_annotation = np.append(is_category(ops.cat, ANNOTATION_CATS), np.zeros(n_syn, dtype=bool))
     names = np.array(list(ops.name) + rows.synthetic_names, dtype=object)
     framework_op = names.copy()
     framework_op[is_annotation] = ""

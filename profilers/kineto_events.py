@@ -33,6 +33,7 @@ class Args(msgspec.Struct, gc=False):
     flops: Optional[float] = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     module_hierarchy: Optional[str] = msgspec.field(default=None, name="Module Hierarchy")
 
 
@@ -205,6 +206,24 @@ def take(cols: Columns, idx: np.ndarray) -> Columns:
         pid=[cols.pid[i] for i in ix], tid=[cols.tid[i] for i in ix],
         ts=cols.ts[ix], dur=cols.dur[ix], args=[cols.args[i] for i in ix],
     )
+
+
+def is_category(cats: list[str], wanted: frozenset[str]) -> np.ndarray:
+    """Per event, whether its category (any case) is in `wanted`."""
+    codes, uniques = pd.factorize(np.array(cats, dtype=object))
+    hit = np.array([isinstance(c, str) and c.lower() in wanted for c in uniques] + [False], dtype=bool)
+    return hit[codes]
+
+
+def ints(values: list[IntOrStr]) -> np.ndarray:
+    """int64 array of ids written as ints (or, on MTIA, numeric strings); -1 where missing."""
+    try:
+        arr = np.array(values, dtype=np.float64)  # None -> NaN; "108" -> 108.0
+    except (TypeError, ValueError):
+        return np.array([as_int(v) for v in values], dtype=np.int64)
+    if not np.isfinite(arr).all() or np.abs(arr).max(initial=0) >= 2**53 or (arr != np.floor(arr)).any():
+        return np.array([as_int(v) for v in values], dtype=np.int64)
+    return arr.astype(np.int64)
 
 
 def as_int(value: IntOrStr, default: int = -1) -> int:

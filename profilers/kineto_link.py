@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from profilers.intervals import Nesting
-from profilers.kineto_events import Columns, as_int
+from profilers.kineto_events import Columns, ints
 from profilers.kineto_scopes import Clock, Scopes
 
 
@@ -36,7 +36,7 @@ class DeviceRows:
 
 
 def _correlations(cols: Columns) -> np.ndarray:
-    return np.array([-1 if a is None else as_int(a.correlation) for a in cols.args], dtype=np.int64)
+    return ints([None if a is None else a.correlation for a in cols.args])
 
 
 def _launch_calls(rt_corr: np.ndarray, rt_op: np.ndarray, k_corr: np.ndarray) -> np.ndarray:
@@ -81,8 +81,8 @@ def link_device(clock: Clock, scopes: Scopes, op_nest: Nesting, n_ops: int,
     args = device.args
     return DeviceRows(
         op=k_op, name=device.name, kind=kind,
-        device_id=np.array([-1 if a is None else as_int(a.device) for a in args], dtype=np.int64),
-        stream=np.array([-1 if a is None else as_int(a.stream) for a in args], dtype=np.int64),
+        device_id=ints([None if a is None else a.device for a in args]),
+        stream=ints([None if a is None else a.stream for a in args]),
         start=k_start, dur=device.dur, correlation=k_corr,
         synthetic_names=[device.name[i] for i in first.tolist()],
         synthetic_start=syn_start, synthetic_host=syn_host, synthetic_module=syn_module,

@@ -30,17 +30,20 @@ def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
 
 
 def op_table_columns(args: list[Optional[Args]], n_synthetic: int) -> dict[str, np.ndarray]:
-    """flops, bytes, input_shapes, dtypes for the ops (None args -> unknown), then synthetic rows."""
+    """flops, bytes, input_shapes, dtypes, concrete_inputs for the ops (None args -> unknown),
+    then synthetic rows."""
     empty = msgspec.Raw()
     pad_s = np.full(n_synthetic, "", dtype=object)
     flops = np.array([np.nan if a is None or a.flops is None else a.flops for a in args], dtype=np.float64)
     shapes = _raw_texts([empty if a is None else a.input_dims for a in args])
     dtypes = _raw_texts([empty if a is None else a.input_type for a in args])
+    concrete = _raw_texts([empty if a is None else a.concrete_inputs for a in args])
     return {
         "flops": np.concatenate([flops, np.full(n_synthetic, np.nan)]),
         "bytes": np.full(len(args) + n_synthetic, np.nan),
         "input_shapes": np.concatenate([shapes, pad_s]),
         "dtypes": np.concatenate([dtypes, pad_s]),
+        "concrete_inputs": np.concatenate([concrete, pad_s]),
     }
 
 
@@ -68,14 +71,18 @@ def distinct_names(op: np.ndarray, name: list[str], n_ops: int) -> np.ndarray:
     out = np.full(n_ops, "", dtype=object)
     if len(op) == 0:
         return out
-    pairs = pd.DataFrame({"op": op, "name": pd.Series(name, dtype=object)}).drop_duplicates()
-    counts = np.bincount(pairs["op"].to_numpy(), minlength=n_ops)
-    single = pairs[counts[pairs["op"].to_numpy()] == 1]
-    out[single["op"].to_numpy()] = single["name"].to_numpy(dtype=object)
-    multi = pairs[counts[pairs["op"].to_numpy()] > 1]
-    if len(multi):
-        joined = multi.groupby("op", sort=False)["name"].agg("\n".join)
-        out[joined.index.to_numpy()] = joined.to_numpy(dtype=object)
+    code, uniques = pd.factorize(np.array(name, dtype=object))
+    uniques = np.asarray(uniques, dtype=object)
+    first = np.sort(np.unique(op * (len(uniques) + 1) + code, return_index=True)[1])
+    op, code = op[first], code[first]  # distinct (op, name) pairs, in launch order
+    counts = np.bincount(op, minlength=n_ops)
+    single = counts[op] == 1
+    out[op[single]] = uniques[code[single]]
+    joined: dict[int, list[str]] = {}
+    for o, c in zip(op[~single].tolist(), code[~single].tolist()):  # few ops launch several kernels
+        joined.setdefault(o, []).append(uniques[c])
+    for o, names in joined.items():
+        out[o] = "\n".join(names)
     return out
 
 
@@ -93,10 +100,15 @@ def op_classes(key: np.ndarray, kernels: np.ndarray) -> np.ndarray:
     classes = np.array([classify(k) if k else "other" for k in uniques], dtype=object)[codes]
     ask = np.flatnonzero((classes == "other") & (kernels != ""))
     if len(ask):
-        pcodes, puniques = pd.factorize(pd.MultiIndex.from_arrays([key[ask], kernels[ask]]))
-        by_kernels = np.array([classify(k, ks.split("\n")) for k, ks in puniques], dtype=object)
+        pcodes, puniques = pd.factorize(key[ask] + "\x1f" + kernels[ask])
+        by_kernels = np.array([classify(*_split_pair(p)) for p in puniques], dtype=object)
         classes[ask] = by_kernels[pcodes]
     return classes
+
+
+def _split_pair(pair: str) -> tuple[str, list[str]]:
+    key, kernels = pair.split("\x1f", 1)
+    return key, kernels.split("\n")
 
 
 def frame(columns: dict[str, np.ndarray | list]) -> pd.DataFrame:

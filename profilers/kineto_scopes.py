@@ -32,22 +32,28 @@ class Clock:
         return self.timeline.key(self.rel(cols), self.thread_codes[id(cols)])
 
 
-def make_clock(path, *groups: Columns) -> Clock:
-    """Clock over the given event groups; threads are (pid, tid) pairs shared across groups."""
-    starts = [g.ts for g in groups if len(g)]
-    t0 = float(min(np.min(s) for s in starts)) if starts else 0.0
-    ends = [g.ts + g.dur - t0 for g in groups if len(g)]
-    pids = np.array([p for g in groups for p in g.pid], dtype=object)
-    tids = np.array([t for g in groups for t in g.tid], dtype=object)
-    pc = pd.factorize(pids)[0] + 1 if len(pids) else np.zeros(0, dtype=np.int64)
-    tc = pd.factorize(tids)[0] + 1 if len(tids) else np.zeros(0, dtype=np.int64)
+def _codes(values: list) -> np.ndarray:
+    """Dense codes for pid or tid values (ints, strings like "Spans", or None), from 1."""
+    try:
+        arr = np.array(values, dtype=np.int64)  # the common case: all ints
+    except (TypeError, ValueError, OverflowError):
+        arr = np.array(values, dtype=object)
+    return pd.factorize(arr)[0] + 1 if len(arr) else np.zeros(0, dtype=np.int64)
+
+
+def make_clock(path, threaded: list[Columns], others: list[Columns]) -> Clock:
+    """Clock over all groups; `threaded` groups get (pid, tid) thread codes for nesting."""
+    groups = [g for g in threaded + others if len(g)]
+    t0 = float(min(np.min(g.ts) for g in groups)) if groups else 0.0
+    pc = _codes([p for g in threaded for p in g.pid])
+    tc = _codes([t for g in threaded for t in g.tid])
     codes = pc * (int(tc.max(initial=0)) + 1) + tc
-    timeline = Timeline.covering(*ends)
+    timeline = Timeline.covering(*(g.ts + g.dur - t0 for g in groups))
     top = timeline.span * (float(codes.max(initial=0)) + 1.0)
     if not np.isfinite(top) or top > 1e300:
         raise TraceFormatError("timestamps out of range", path=path)
     out, at = {}, 0
-    for g in groups:
+    for g in threaded:
         out[id(g)] = codes[at : at + len(g)]
         at += len(g)
     return Clock(t0=t0, timeline=timeline, thread_codes=out)
@@ -75,9 +81,9 @@ def _marker_kind(name: str) -> tuple[int, int]:
 
 
 def separate_markers(cols: Columns) -> Markers:
-    kind_of = {n: _marker_kind(n) for n in dict.fromkeys(cols.name)}  # names repeat a lot
-    pairs = np.array([kind_of[n] for n in cols.name], dtype=np.int64).reshape(-1, 2)
-    kind, step_num = pairs[:, 0], pairs[:, 1]
+    codes, uniques = pd.factorize(np.array(cols.name, dtype=object))  # names repeat a lot
+    kinds = np.array([_marker_kind(n) for n in uniques], dtype=np.int64).reshape(-1, 2)
+    kind, step_num = kinds[codes, 0], kinds[codes, 1]
     ops_idx = np.flatnonzero(kind == 0)
     ops_idx = ops_idx[np.argsort(cols.ts[ops_idx], kind="stable")]
     steps_idx = np.flatnonzero(kind == 1)

@@ -1,0 +1,381 @@
+"""Match the ops of a source run to the ops of a target run.
+
+Evidence, strongest first (each pass only sees what earlier passes left):
+
+1. ``scope``: same module path on both sides (ops a framework ran outside any module,
+   e.g. the model's own forward, share the root scope ''); inside it the ops (in time order) are
+   sequence-aligned on op class, so vendor variants (aten::cudnn_convolution vs
+   aten::miopen_convolution) pair up. Ops a side has in addition, between two pairs,
+   join their neighbour's group (``scope+fused``): that is how several aten ops land on
+   the one fused HLO op that replaced them.
+2. ``scope~``: module paths that differ only by a prefix (``jit(f)/fc1`` vs ``fc1``) or
+   by instance numbering, then as in 1.
+3. ``sequence``: what is left, in time order per side, sequence-aligned on op class
+   (separately for synthetic ops, i.e. kernels no op launched, on the device timeline,
+   and for other ops on the host timeline). A short run of ops between two pairs on both
+   sides forms one many-to-many group (``sequence-gap``).
+4. ``name``: remaining ops with the same framework op name, one group per name.
+
+Unit of alignment: all profiled steps at once, ops ordered by (step, start). A step's
+program repeats, so the sequence alignment pairs step k with step k; group times are
+totals over the profiled steps (attribute divides by the step count). Ops charged zero
+time (parents whose kernels belong to children, ops that launch nothing) take no part:
+they cannot move coverage and would only lengthen the sequences.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from porter.infer_scope import infer_synthetic_scopes
+from porter.optime import OpTimes, op_times
+
+EVIDENCE: tuple[str, ...] = ("scope", "scope+fused", "scope~", "scope~+fused", "sequence", "sequence-gap", "name")
+UNMATCHED = -1
+MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
+MAX_ATTACH_RUN = 4  # longest one-sided run attached to a neighbour outside a scope
+
+
+@dataclass
+class Alignment:
+    """Matched groups and each op's group; ops absent from a membership were not aligned (zero time)."""
+
+    groups: pd.DataFrame  # group_id, evidence, module, op_class, framework_op, target_framework_op, source_ids, target_ids
+    source_group: pd.Series  # op_id -> group_id (UNMATCHED when no match)
+    target_group: pd.Series
+    source_times: OpTimes
+    target_times: OpTimes
+    source_ops: pd.DataFrame  # the ops as aligned: synthetic ops carry inferred scopes
+    target_ops: pd.DataFrame
+    stats: dict = field(default_factory=dict)
+
+    def coverage(self) -> dict[str, float]:
+        """Share of each side's charged time that lies in matched groups."""
+        out = {}
+        for side, member, times in (("source", self.source_group, self.source_times),
+                                    ("target", self.target_group, self.target_times)):
+            matched = times.values.reindex(member.index[member.to_numpy() != UNMATCHED]).sum()
+            out[side] = float(matched / times.total) if times.total > 0 else 1.0
+        return out
+
+
+# ---------------------------------------------------------------- preparation
+
+_INSTANCE = re.compile(r"_\d+$")
+_WRAPPER = re.compile(r"^(nn\.Module: |porter\.module:|jit\([^)]*\)$|pjit\([^)]*\)$)")
+
+
+def scope_parts(module: str) -> tuple[str, ...]:
+    """Module path components without wrapper prefixes (jit(f), nn.Module: ...)."""
+    parts = []
+    for p in module.split("/"):
+        p = _WRAPPER.sub("", p).strip()
+        if p:
+            parts.append(p)
+    return tuple(parts)
+
+
+def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
+    """The ops that carry time, in time order, one row per alignment unit.
+
+    A unit is one op, except that consecutive synthetic ops repeating the kernels of the
+    same donor op (an aten::mm's memset + GEMM) form one unit, as their donor would.
+    """
+    t = times.values.reindex(ops["op_id"].to_numpy()).to_numpy()
+    keep = t > 0
+    f = ops.loc[keep, ["op_id", "step", "module", "op_class", "framework_op", "name", "start_us", "synthetic"]].copy()
+    f["time"] = t[keep]
+    f["donor"] = donor.to_numpy()[keep]
+    f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
+    f = f.sort_values(["step", "start_us", "op_id"], kind="stable").reset_index(drop=True)
+    d = f["donor"].to_numpy()
+    new_unit = np.ones(len(f), dtype=bool)
+    new_unit[1:] = (d[1:] < 0) | (d[1:] != d[:-1])
+    f["unit"] = np.cumsum(new_unit)
+    f["inferred"] = d >= 0
+    agg = f.groupby("unit", sort=True).agg(
+        op_ids=("op_id", list), step=("step", "first"), module=("module", "first"), op_class=("op_class", "first"),
+        fw=("fw", "first"), start_us=("start_us", "first"), synthetic=("synthetic", "first"),
+        time=("time", "sum"), inferred=("inferred", "first"))
+    return agg.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- sequence alignment
+
+@dataclass
+class _Block:
+    src: list[int]  # positions into the source list
+    tgt: list[int]
+    kind: str  # "pair" or "gap"
+
+
+def align_sequences(src: Sequence[str], tgt: Sequence[str]) -> list[_Block]:
+    """Pairs from the longest common subsequence of tokens, plus gaps that have both sides."""
+    sm = SequenceMatcher(None, list(src), list(tgt), autojunk=False)
+    blocks: list[_Block] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            blocks.extend(_Block([i1 + k], [j1 + k], "pair") for k in range(i2 - i1))
+        elif tag == "replace":
+            blocks.append(_Block(list(range(i1, i2)), list(range(j1, j2)), "gap"))
+        elif tag == "delete":
+            blocks.append(_Block(list(range(i1, i2)), [], "gap"))
+        else:
+            blocks.append(_Block([], list(range(j1, j2)), "gap"))
+    return blocks
+
+
+def _attach_one_sided(blocks: list[_Block], max_run: int | None) -> list[_Block]:
+    """Merge one-sided gaps into the previous two-sided block (the next one at the start)."""
+    out: list[_Block] = []
+    pending: list[_Block] = []
+    for b in blocks:
+        one_sided = not (b.src and b.tgt)
+        if one_sided and (max_run is None or max(len(b.src), len(b.tgt)) <= max_run):
+            if out:
+                out[-1].src += b.src
+                out[-1].tgt += b.tgt
+                out[-1].kind += "+fused" if not out[-1].kind.endswith("+fused") else ""
+            else:
+                pending.append(b)
+            continue
+        if one_sided:
+            continue  # too long to attach: left for later passes
+        if pending:
+            for p in pending:
+                b.src = p.src + b.src
+                b.tgt = p.tgt + b.tgt
+            b.kind += "+fused"
+            pending = []
+        out.append(b)
+    return out
+
+
+# ---------------------------------------------------------------- grouping
+
+class _Groups:
+    """Accumulates groups and marks ops as taken."""
+
+    def __init__(self, src: pd.DataFrame, tgt: pd.DataFrame):
+        self.src, self.tgt = src, tgt
+        self.src_gid = np.full(len(src), UNMATCHED, dtype=np.int64)
+        self.tgt_gid = np.full(len(tgt), UNMATCHED, dtype=np.int64)
+        self.rows: list[dict] = []
+        # Plain arrays: per-group pandas indexing is far too slow for thousands of groups.
+        self._cols = {side: {c: f[c].to_numpy() for c in ("op_ids", "time", "module", "op_class", "fw", "inferred")}
+                      for side, f in (("source", src), ("target", tgt))}
+
+    def add(self, src_rows: Sequence[int], tgt_rows: Sequence[int], evidence: str) -> None:
+        gid = len(self.rows)
+        src_rows, tgt_rows = np.asarray(src_rows, dtype=np.int64), np.asarray(tgt_rows, dtype=np.int64)
+        self.src_gid[src_rows] = gid
+        self.tgt_gid[tgt_rows] = gid
+        s, t = self._cols["source"], self._cols["target"]
+        main = src_rows[int(np.argmax(s["time"][src_rows]))]
+        tmain = tgt_rows[int(np.argmax(t["time"][tgt_rows]))]
+        self.rows.append({
+            "group_id": gid,
+            "evidence": evidence,
+            "inferred_scope": bool(s["inferred"][src_rows].any() or t["inferred"][tgt_rows].any()),
+            "module": s["module"][main],
+            "op_class": s["op_class"][main],
+            "framework_op": s["fw"][main],
+            "target_module": t["module"][tmain],
+            "target_framework_op": t["fw"][tmain],
+            "source_ids": [int(i) for r in src_rows for i in s["op_ids"][r]],
+            "target_ids": [int(i) for r in tgt_rows for i in t["op_ids"][r]],
+        })
+
+    def free(self, side: str) -> np.ndarray:
+        gid = self.src_gid if side == "source" else self.tgt_gid
+        return np.flatnonzero(gid == UNMATCHED)
+
+
+def _emit(g: _Groups, blocks: list[_Block], src_rows: np.ndarray, tgt_rows: np.ndarray,
+          pair_ev: str, gap_ev: str | None, max_gap: int | None) -> None:
+    for b in blocks:
+        if not (b.src and b.tgt):
+            continue
+        if b.kind.startswith("pair"):
+            ev = pair_ev + ("+fused" if b.kind.endswith("+fused") else "")
+        else:
+            if gap_ev is None or (max_gap is not None and max(len(b.src), len(b.tgt)) > max_gap):
+                continue
+            ev = gap_ev
+        g.add(src_rows[b.src], tgt_rows[b.tgt], ev)
+
+
+def _align_rows(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence: str,
+                in_scope: bool) -> None:
+    """Sequence-align two row sets on op class and emit groups."""
+    if not len(src_rows) or not len(tgt_rows):
+        return
+    blocks = align_sequences(g.src["op_class"].to_numpy()[src_rows], g.tgt["op_class"].to_numpy()[tgt_rows])
+    if in_scope:
+        # Inside one scope, every op belongs to the scope: gaps of any length form groups,
+        # and a side's extra ops join their neighbour.
+        blocks = _attach_one_sided(blocks, None)
+        _emit(g, blocks, src_rows, tgt_rows, evidence, evidence + "+fused", None)
+    else:
+        blocks = _attach_one_sided(blocks, MAX_ATTACH_RUN)
+        _emit(g, blocks, src_rows, tgt_rows, evidence, evidence + "-gap", MAX_GAP_RUN)
+
+
+def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray, root: bool = False) -> dict[str, np.ndarray]:
+    """Rows per module path; with root, ops outside any module (not synthetic) form scope ''."""
+    mods = frame["module"].to_numpy()[rows]
+    syn = frame["synthetic"].to_numpy()[rows]
+    out: dict[str, list[int]] = {}
+    for r, m, sy in zip(rows.tolist(), mods.tolist(), syn.tolist()):
+        if m or (root and not sy):
+            out.setdefault(m, []).append(r)
+    return {m: np.asarray(v, dtype=np.int64) for m, v in out.items()}
+
+
+def _pass_scope(g: _Groups) -> None:
+    src_mods = _rows_by_module(g.src, g.free("source"), root=True)
+    tgt_mods = _rows_by_module(g.tgt, g.free("target"), root=True)
+    for mod in src_mods.keys() & tgt_mods.keys():
+        _align_rows(g, src_mods[mod], tgt_mods[mod], "scope", in_scope=True)
+
+
+def _scope_key(module: str) -> tuple[str, ...]:
+    return tuple(_INSTANCE.sub("", p).lower() for p in scope_parts(module))
+
+
+def _pair_modules(src_mods: list[str], tgt_mods: list[str]) -> list[tuple[str, str]]:
+    """Pair modules whose component paths agree up to a prefix and instance numbering.
+
+    A source module pairs with the target module whose key is the longest suffix match,
+    only when that match is unique and at least one component long; when several
+    modules on a side share a key, they pair in order of first appearance.
+    """
+    def keyed(mods: list[str]) -> dict[tuple[str, ...], list[str]]:
+        d: dict[tuple[str, ...], list[str]] = {}
+        for m in mods:
+            d.setdefault(_scope_key(m), []).append(m)
+        return d
+
+    sk, tk = keyed(src_mods), keyed(tgt_mods)
+    pairs: list[tuple[str, str]] = []
+    used_t: set[tuple[str, ...]] = set()
+    for skey, smods in sk.items():
+        best, best_len = None, 0
+        for tkey in tk:
+            if tkey in used_t:
+                continue
+            n = 0
+            while n < min(len(skey), len(tkey)) and skey[-1 - n] == tkey[-1 - n]:
+                n += 1
+            whole = n == min(len(skey), len(tkey))
+            if whole and n > best_len:
+                best, best_len = tkey, n
+            elif whole and n == best_len:
+                best = None  # ambiguous
+        if best is not None and best_len > 0:
+            used_t.add(best)
+            pairs.extend(zip(smods, tk[best]))
+    return pairs
+
+
+def _pass_scope_fuzzy(g: _Groups) -> None:
+    src_mods = _rows_by_module(g.src, g.free("source"))
+    tgt_mods = _rows_by_module(g.tgt, g.free("target"))
+    order_s = sorted(src_mods, key=lambda m: src_mods[m][0])
+    order_t = sorted(tgt_mods, key=lambda m: tgt_mods[m][0])
+    for sm, tm in _pair_modules(order_s, order_t):
+        _align_rows(g, src_mods[sm], tgt_mods[tm], "scope~", in_scope=True)
+
+
+def _pass_sequence(g: _Groups) -> None:
+    for synthetic in (True, False):
+        sr = g.free("source")
+        tr = g.free("target")
+        sr = sr[g.src["synthetic"].to_numpy()[sr] == synthetic]
+        tr = tr[g.tgt["synthetic"].to_numpy()[tr] == synthetic]
+        _align_rows(g, sr, tr, "sequence", in_scope=False)
+
+
+def _pass_names(g: _Groups) -> None:
+    sr, tr = g.free("source"), g.free("target")
+    s_by: dict[str, list[int]] = {}
+    t_by: dict[str, list[int]] = {}
+    for r, n in zip(sr.tolist(), g.src["fw"].to_numpy()[sr].tolist()):
+        s_by.setdefault(n, []).append(r)
+    for r, n in zip(tr.tolist(), g.tgt["fw"].to_numpy()[tr].tolist()):
+        t_by.setdefault(n, []).append(r)
+    for name in sorted(s_by.keys() & t_by.keys()):
+        g.add(s_by[name], t_by[name], "name")
+
+
+def _membership(frame: pd.DataFrame, gid: np.ndarray) -> pd.Series:
+    """op_id -> group_id for every op in the frame's units."""
+    sizes = frame["op_ids"].map(len).to_numpy()
+    ids = np.fromiter((i for ids in frame["op_ids"] for i in ids), dtype=np.int64, count=int(sizes.sum()))
+    return pd.Series(np.repeat(gid, sizes), index=ids, name="group_id")
+
+
+Strategy = Callable[[_Groups], None]
+DEFAULT_STRATEGIES: tuple[Strategy, ...] = (_pass_scope, _pass_scope_fuzzy, _pass_sequence, _pass_names)
+
+
+def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
+          source_kernels: pd.DataFrame | None = None, target_kernels: pd.DataFrame | None = None,
+          strategies: Sequence[Strategy] = DEFAULT_STRATEGIES) -> Alignment:
+    """Align two runs' ops tables (schema frames) into matched groups.
+
+    With the kernels tables, synthetic ops first get the scope of the op that launches
+    the same kernels in the same run (porter.infer_scope).
+    """
+    st, tt = op_times(source_ops), op_times(target_ops)
+    s_don = t_don = None
+    if source_kernels is not None:
+        source_ops, s_don = infer_synthetic_scopes(source_ops, source_kernels)
+    if target_kernels is not None:
+        target_ops, t_don = infer_synthetic_scopes(target_ops, target_kernels)
+    none = lambda ops: pd.Series(-1, index=ops.index, dtype=np.int64)  # noqa: E731
+    src = _frame(source_ops, st, s_don if s_don is not None else none(source_ops))
+    tgt = _frame(target_ops, tt, t_don if t_don is not None else none(target_ops))
+    g = _Groups(src, tgt)
+    per_pass = {}
+    for strategy in strategies:
+        before = len(g.rows)
+        strategy(g)
+        per_pass[strategy.__name__.removeprefix("_pass_")] = len(g.rows) - before
+    cols = ["group_id", "evidence", "inferred_scope", "module", "op_class", "framework_op", "target_module",
+            "target_framework_op", "source_ids", "target_ids"]
+    groups = pd.DataFrame(g.rows, columns=cols)
+    src_member = _membership(src, g.src_gid)
+    tgt_member = _membership(tgt, g.tgt_gid)
+    stats = {
+        "groups": len(groups),
+        "groups_per_pass": per_pass,
+        "source_ops_aligned": int(len(src_member)),
+        "target_ops_aligned": int(len(tgt_member)),
+        "source_ops_zero_time": int(len(source_ops) - len(src_member)),
+        "target_ops_zero_time": int(len(target_ops) - len(tgt_member)),
+        "source_units_scope_inferred": int(src["inferred"].sum()),
+        "target_units_scope_inferred": int(tgt["inferred"].sum()),
+    }
+    return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
+
+
+def unmatched(al: Alignment, ops: pd.DataFrame, side: str, top: int = 20) -> pd.DataFrame:
+    """The largest unmatched ops of one side, aggregated by (framework op, module, class)."""
+    member = al.source_group if side == "source" else al.target_group
+    times = al.source_times if side == "source" else al.target_times
+    ids = member.index[member.to_numpy() == UNMATCHED]
+    f = ops.set_index("op_id").loc[ids, ["name", "framework_op", "module", "op_class"]].copy()
+    f["time_us"] = times.values.reindex(ids).to_numpy()
+    f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
+    agg = (f.groupby(["fw", "module", "op_class"], sort=False)
+           .agg(time_us=("time_us", "sum"), count=("time_us", "size")).reset_index()
+           .rename(columns={"fw": "framework_op"}))
+    agg["share"] = agg["time_us"] / times.total if times.total > 0 else 0.0
+    return agg.sort_values("time_us", ascending=False).head(top).reset_index(drop=True)

@@ -1,0 +1,214 @@
+"""Live capture: run a model on a target under the target's own profiler, into a bundle.
+
+One workflow for every stack (stacks supply only the small parts, see
+porter.targets.base.Stack):
+
+1. resolve the target; unavailable -> TargetUnavailable (exit 3), nothing written;
+2. prepare (place / compile / export) and a first forward; a failure becomes a failed
+   bundle (manifest status "failed", the error, op and module) and a CaptureFailure;
+3. numerics of the output (NaN/Inf are flagged, not fatal);
+4. per-module activations in a separate, unprofiled forward (size-capped);
+5. timing of whole forwards, unprofiled, every sample kept;
+6. profiled steps under the stack's profiler -> raw trace -> schema tables;
+7. device ceilings, versions, manifest; all written through bundle.staging() so an
+   interrupted run leaves no partial bundle.
+
+Activation keys are module paths; the model's final output is stored under OUTPUT_KEY
+and its first input under INPUT_KEY.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+
+from porter.bundle import ACTIVATIONS, RAW, base_manifest, file_sha256, staging, write_manifest, write_tables
+from porter.errors import PorterError
+from porter.models import ModelSpec, load_model
+from porter.schema import empty_kernels, empty_ops
+from porter.targets import CaptureFailure, Prepared, Stack, resolve
+from porter.timing import Timing, time_steps
+
+OUTPUT_KEY = "<output>"
+INPUT_KEY = "<input>"
+DEFAULT_ACTIVATION_CAP = 256 * 1024 * 1024
+
+
+@dataclass
+class CaptureOptions:
+    steps: int = 5
+    warmup: int = 2
+    repeats: int = 20  # timed whole forwards (unprofiled)
+    activations: bool = True
+    activation_cap_bytes: int = DEFAULT_ACTIVATION_CAP
+
+
+@dataclass
+class CaptureResult:
+    path: Path
+    manifest: dict[str, Any]
+    ops: pd.DataFrame = field(default_factory=empty_ops)
+
+
+Progress = Callable[[str], None]
+
+
+def numerics(out: torch.Tensor) -> dict[str, Any]:
+    t = out.detach().float()
+    nan, inf = bool(torch.isnan(t).any()), bool(torch.isinf(t).any())
+    finite = t[torch.isfinite(t)]
+    return {
+        "nan": nan,
+        "inf": inf,
+        "nan_count": int(torch.isnan(t).sum()),
+        "inf_count": int(torch.isinf(t).sum()),
+        "ok": not (nan or inf),
+        "abs_max": float(finite.abs().max()) if finite.numel() else float("nan"),
+        "shape": list(out.shape),
+        "dtype": str(out.dtype).replace("torch.", ""),
+    }
+
+
+def save_activations(dirpath: Path, acts: Any, final: torch.Tensor | None, first_input: Any) -> dict[str, Any]:
+    from safetensors.torch import save_file
+
+    dirpath.mkdir(parents=True, exist_ok=True)
+    outputs = dict(acts.outputs)
+    inputs = dict(acts.inputs)
+    if final is not None:
+        outputs[OUTPUT_KEY] = final.contiguous()
+    if isinstance(first_input, torch.Tensor):
+        inputs[INPUT_KEY] = first_input.detach().cpu().contiguous()
+    save_file(outputs, str(dirpath / "outputs.safetensors"))
+    save_file(inputs, str(dirpath / "inputs.safetensors"))
+    return {"source": acts.source, "bytes": acts.nbytes, "modules": len(acts.outputs),
+            "skipped": acts.skipped, "output_key": OUTPUT_KEY, "input_key": INPUT_KEY}
+
+
+def module_share(ops: pd.DataFrame) -> float:
+    """Share of device time on ops that carry a module path."""
+    total = float(ops["device_us"].sum())
+    return float(ops.loc[ops["module"] != "", "device_us"].sum()) / total if total > 0 else float("nan")
+
+
+def top_modules(ops: pd.DataFrame, n: int = 5) -> list[dict[str, Any]]:
+    by = ops[ops["module"] != ""].groupby("module")["device_us"].sum().sort_values(ascending=False)
+    total = float(ops["device_us"].sum()) or 1.0
+    return [{"module": k, "device_us": float(v), "share": float(v) / total} for k, v in by.head(n).items()]
+
+
+def _manifest(model: ModelSpec, target: str, stack: Stack, dev: str, opts: CaptureOptions, **fields: Any) -> dict[str, Any]:
+    return base_manifest(
+        label=f"{model.name}@{target}",
+        kind="capture",
+        model={"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
+               "params": model.param_count, "input_shapes": model.input_shapes(),
+               "dtype": str(model.dtype).replace("torch.", "")},
+        target={"text": target, "device": dev, "stack": stack.name,
+                "module_attribution": stack.module_attribution},
+        profiler=stack.trace_format,
+        steps=opts.steps,
+        warmup=opts.warmup,
+        versions=stack.versions(),
+        **fields,
+    )
+
+
+def write_failed(dest: Path, model: ModelSpec, target: str, stack: Stack, device: str, opts: CaptureOptions,
+                 failure: CaptureFailure, prepared: Prepared | None) -> None:
+    """A bundle that records what failed and where, with empty tables."""
+    with staging(dest) as tmp:
+        write_tables(tmp, empty_ops(), empty_kernels())
+        info = {k: v for k, v in (prepared.info if prepared else {}).items() if not k.startswith("_")}
+        write_manifest(tmp, _manifest(
+            model, target, stack, device, opts, status="failed",
+            error={"message": failure.problem, "op": failure.op, "module": failure.module, "detail": failure.detail},
+            device=stack.device_info(device), stack_info=info,
+        ))
+
+
+def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOptions | None = None,
+            progress: Progress = lambda msg: None) -> CaptureResult:
+    """Run model_ref on target and write a capture bundle at dest (see module doc)."""
+    from profilers.detect import read_trace
+
+    opts = opts or CaptureOptions()
+    if opts.steps < 1 or opts.warmup < 0 or opts.repeats < 1:
+        raise PorterError(f"--steps and repeats must be >= 1 and --warmup >= 0 (got {opts.steps}, {opts.warmup})")
+    spec, stack = resolve(target)
+    stack.availability(spec.device).raise_if_missing(spec.text)
+    model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
+    device = stack.resolve_device(spec.device)
+    dest = Path(dest)
+
+    prepared: Prepared | None = None
+    try:
+        progress(f"preparing {model.name} on {spec.text}")
+        prepared = stack.prepare(model, spec.device)
+        progress(f"first forward on {spec.text} (compiles when the stack compiles)")
+        t0 = time.perf_counter()
+        stack.first_run(prepared)
+        prepared.info["first_run_s"] = time.perf_counter() - t0
+    except CaptureFailure as failure:
+        write_failed(dest, model, spec.text, stack, device, opts, failure, prepared)
+        raise
+    assert prepared is not None
+
+    final = stack.outputs(prepared)
+    nums = numerics(final)
+
+    with staging(dest) as tmp:
+        act_info: dict[str, Any] = {"captured": False}
+        if opts.activations:
+            progress("per-module activations (unprofiled forward)")
+            acts = stack.module_activations(prepared, opts.activation_cap_bytes)
+            act_info = {"captured": True, **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0])}
+
+        progress(f"timing {opts.repeats} forwards")
+        timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats)
+
+        progress(f"profiling {opts.steps} steps")
+        raw_path = stack.profile(prepared, opts.steps, opts.warmup, tmp / RAW)
+        profiled = Timing(list(prepared.info.get("profiled_step_s", [])))
+
+        progress("reading the trace")
+        result = read_trace(raw_path, stack.trace_format)
+        ops = stack.attribute_modules(prepared, result.ops)
+        write_tables(tmp, ops, result.kernels)
+
+        progress("measuring device ceilings")
+        ceilings = stack.ceilings(device, model.dtype)
+        overhead = profiled.median_s / timing.median_s if profiled.samples_s else float("nan")
+        info = {k: v for k, v in prepared.info.items() if not k.startswith("_") and k != "profiled_step_s"}
+        manifest = _manifest(
+            model, spec.text, stack, device, opts,
+            status="ok",
+            device=stack.device_info(device),
+            raw={"path": f"{RAW}/{raw_path.name}", "format": stack.trace_format, "sha256": file_sha256(raw_path),
+                 "bytes": raw_path.stat().st_size},
+            timing={**timing.to_dict(), "warmup": opts.warmup, "repeats": opts.repeats},
+            profiled_timing=profiled.to_dict(),
+            profiler_overhead=overhead,
+            ceilings=ceilings,
+            numerics=nums,
+            activations=act_info,
+            stack_info=info,
+            stats={
+                "ops": int(len(ops)), "kernels": int(len(result.kernels)),
+                "device_us_total": float(result.kernels["dur_us"].sum()) if len(result.kernels) else 0.0,
+                "module_share": module_share(ops),
+                "top_modules": top_modules(ops),
+            },
+            trace_meta=result.meta.extra,
+        )
+        write_manifest(tmp, manifest)
+    return CaptureResult(dest, manifest, ops)
+
+
+__all__ = ["CaptureOptions", "CaptureResult", "capture", "module_share", "numerics", "OUTPUT_KEY", "INPUT_KEY"]

@@ -1,0 +1,305 @@
+"""`porter diagnose`: two runs in, one diagnosis.json out.
+
+Inputs are read and analysed in memory first; only a complete analysis writes anything:
+the two bundles (DIR/source, DIR/target, each replaced atomically) and then
+DIR/diagnosis.json (temp file + rename). A failure leaves the previous diagnosis intact.
+The JSON holds everything a report needs (docs/diagnosis.md describes it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from porter import __version__
+from porter.align import Alignment, align, unmatched
+from porter.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
+from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
+from porter.errors import BundleError, PorterError
+from porter.ingest import open_any
+
+DIAGNOSIS = "diagnosis.json"
+FORMAT = "porter.diagnosis/1"
+SIDES = ("source", "target")
+NOISY = 0.10  # IQR/median of step times above which the summary warns
+
+
+@dataclass
+class Diagnosis:
+    """The analysis of one source/target pair, before and after it is written."""
+
+    source: Bundle
+    target: Bundle
+    alignment: Alignment
+    e2e: EndToEnd
+    groups: pd.DataFrame
+    by_module: pd.DataFrame
+    by_module_kind: pd.DataFrame
+    by_class: pd.DataFrame
+    by_framework_op: pd.DataFrame
+    unmatched: dict[str, pd.DataFrame]
+    extras: dict[str, Any] = field(default_factory=dict)  # roofline, accuracy, fixes (when available)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def coverage(self) -> dict[str, float]:
+        return self.alignment.coverage()
+
+
+# ---------------------------------------------------------------- inputs
+
+def model_fingerprint(manifest: dict[str, Any]) -> str | None:
+    """The model fingerprint a live capture records, None for a recorded trace."""
+    model = manifest.get("model")
+    if isinstance(model, dict) and model.get("fingerprint"):
+        return str(model["fingerprint"])
+    fp = manifest.get("model_fingerprint")
+    return str(fp) if fp else None
+
+
+def wall_spread(manifest: dict[str, Any]) -> Spread | None:
+    """Step wall times (seconds) from a live capture's manifest, None when absent."""
+    timing = manifest.get("timing")
+    if isinstance(timing, dict) and timing.get("samples_s"):
+        return Spread(tuple(float(x) for x in timing["samples_s"]))
+    return None
+
+
+def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
+    fs, ft = model_fingerprint(source.manifest), model_fingerprint(target.manifest)
+    if fs and ft and fs != ft and not force:
+        raise BundleError(
+            f"source and target ran different models (fingerprint {fs[:12]} vs {ft[:12]})",
+            path=target.path,
+            hint="diagnose two runs of the same model, or pass --force to compare them anyway",
+        )
+
+
+def open_input(spec: str | Path, model: str | None, role: str, workdir: Path) -> Bundle:
+    """A bundle directory, a raw trace file, or (with a model) a target to capture now."""
+    path = Path(spec)
+    if path.exists():
+        return open_any(path)
+    if model:
+        from porter.capture import capture  # only the live path needs the capture stack
+
+        return open_any(capture(model, str(spec), workdir / f".capture-{role}").path)
+    raise PorterError(f"{role}: no such bundle or trace file", path=path,
+                      hint="pass a bundle directory or a trace file, or a MODEL and a target such as cpu or xla")
+
+
+# ---------------------------------------------------------------- analysis
+
+def analyse(source: Bundle, target: Bundle) -> Diagnosis:
+    """Align and attribute (no I/O)."""
+    t0 = time.perf_counter()
+    al = align(source.ops, target.ops, source.kernels, target.kernels)
+    t1 = time.perf_counter()
+    e2e = end_to_end(al, source.ops, target.ops, wall_spread(source.manifest), wall_spread(target.manifest))
+    d = Diagnosis(
+        source=source, target=target, alignment=al, e2e=e2e,
+        groups=group_table(al),
+        by_module=rollup(al, al.source_ops, al.target_ops, "module"),
+        by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
+        by_class=rollup(al, source.ops, target.ops, "op_class"),
+        by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
+        unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
+    )
+    d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
+    return d
+
+
+# ---------------------------------------------------------------- output
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [_clean(r) for r in df.to_dict(orient="records")]
+
+
+def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[str, Any]:
+    m = b.manifest
+    times = al.source_times if role == "source" else al.target_times
+    return {
+        "bundle": role,
+        "input": str(b.path),
+        "label": b.label,
+        "profiler": m.get("profiler"),
+        "device": m.get("device", {}),
+        "framework_versions": m.get("framework_versions", {}),
+        "model": m.get("model"),
+        "model_fingerprint": model_fingerprint(m),
+        "target": m.get("target"),
+        "source_trace": m.get("source"),
+        "stats": m.get("stats", {}),
+        "time_basis": times.basis,
+        "total_us": times.total,
+        "steps": steps.n,
+        "ops": int(len(b.ops)),
+        "kernels": int(len(b.kernels)),
+    }
+
+
+def to_json(d: Diagnosis) -> dict[str, Any]:
+    al = d.alignment
+    g = d.groups.copy()
+    ids = al.groups.set_index("group_id")[["source_ids", "target_ids"]]
+    g["source_op_ids"] = ids["source_ids"].reindex(g["group_id"]).to_list()
+    g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
+    ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
+    return _clean({
+        "format": FORMAT,
+        "porter_version": __version__,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": {
+            "source": _side_summary(d.source, "source", al, d.e2e.source),
+            "target": _side_summary(d.target, "target", al, d.e2e.target),
+        },
+        "alignment": {
+            "unit": "all profiled steps at once, ops in (step, start) order; group times are totals over the trace",
+            "coverage": d.coverage(),
+            "stats": al.stats,
+            "time_by_evidence": {k: {"source_us": float(r.source_us), "target_us": float(r.target_us)}
+                                 for k, r in ev.iterrows()},
+        },
+        "end_to_end": d.e2e.to_dict(),
+        "groups": _records(g),
+        "by_module": _records(d.by_module),
+        "by_module_kind": _records(d.by_module_kind),
+        "by_class": _records(d.by_class),
+        "by_framework_op": _records(d.by_framework_op),
+        "unmatched": {side: _records(df) for side, df in d.unmatched.items()},
+        "roofline": d.extras.get("roofline"),
+        "accuracy": d.extras.get("accuracy"),
+        "fixes": d.extras.get("fixes"),
+        "seconds": d.seconds,
+    })
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    """Write beside the destination, then rename: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keep_bundle(b: Bundle, dest: Path) -> None:
+    """Store an input beside the diagnosis as a bundle (copy one, or write a read trace)."""
+    if dest.exists() and b.path.resolve() == dest.resolve():
+        return
+    with staging(dest) as tmp:
+        if is_bundle(b.path):
+            shutil.copytree(b.path, tmp, dirs_exist_ok=True)
+            return
+        write_tables(tmp, b.ops, b.kernels)
+        (tmp / RAW).mkdir()
+        shutil.copy2(b.path, tmp / RAW / b.path.name)
+        manifest = {k: v for k, v in b.manifest.items() if k != "meta"}
+        write_manifest(tmp, manifest)
+
+
+def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
+             force: bool = False, oracle: str | None = None,
+             catalogue: str | Path | None = None) -> tuple[Diagnosis, Path]:
+    """Read both sides, analyse, then write DIR/source, DIR/target and DIR/diagnosis.json."""
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    src = open_input(source, model, "source", out)
+    tgt = open_input(target, model, "target", out)
+    t_read = time.perf_counter() - t0
+    check_same_model(src, tgt, force)
+    d = analyse(src, tgt)
+    d.seconds["read"] = t_read
+    t1 = time.perf_counter()
+    keep_bundle(src, out / "source")
+    keep_bundle(tgt, out / "target")
+    for role in SIDES:  # live captures were staged in hidden directories
+        shutil.rmtree(out / f".capture-{role}", ignore_errors=True)
+    d.seconds["write_bundles"] = time.perf_counter() - t1
+    d.seconds["total"] = time.perf_counter() - t0
+    dest = out / DIAGNOSIS
+    write_json_atomic(dest, to_json(d))
+    return d, dest
+
+
+# ---------------------------------------------------------------- terminal summary
+
+def _us(us: float) -> str:
+    if us != us:
+        return "-"
+    a = abs(us)
+    return f"{us / 1e6:.2f} s" if a >= 1e6 else f"{us / 1e3:.2f} ms" if a >= 1e3 else f"{us:.1f} us"
+
+
+def _cut(text: str, n: int) -> str:
+    """Keep the end of a long module path (the innermost scopes say most)."""
+    return text if len(text) <= n else "..." + text[-(n - 3):]
+
+
+def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
+    """A plain-text summary that fits `width` columns."""
+    e, cov = d.e2e, d.coverage()
+    dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
+    lines = [
+        _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
+        f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
+        f"  source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}% (n={e.source.n}), "
+        f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}% (n={e.target.n}) per step",
+    ]
+    noisy = max(e.source.rel_spread, e.target.rel_spread)
+    if noisy > NOISY:
+        lines.append(f"  noisy: step times spread {noisy * 100:.0f}% (IQR/median); small gaps are not trustworthy")
+    if e.wall_ratio is not None:
+        lines.append(f"wall time: x{e.wall_ratio:.3f} (source {e.source_wall.median * 1e3:.2f} ms, "
+                     f"target {e.target_wall.median * 1e3:.2f} ms per step)")
+    lines.append(f"whole trace: {_us(e.source_total_us)} -> {_us(e.target_total_us)} "
+                 f"({d.alignment.source_times.basis})")
+    lines.append(f"coverage: {cov['source'] * 100:.2f}% of source, {cov['target'] * 100:.2f}% of target time "
+                 f"in {len(d.groups)} matched groups")
+    name_w = max(20, width - 40)
+    base = e.source_total_us or float("nan")
+    tables = [("module", d.by_module)]
+    if len(d.by_module_kind) < len(d.by_module):
+        tables.append(("module kind (instances summed)", d.by_module_kind))
+    for title, table in tables:
+        lines.append(f"top time gaps by {title}, target slower first:")
+        slow = table[table["delta_us"] > 0].head(top)
+        for r in slow.itertuples():
+            lines.append(f"  {'+' + _us(r.delta_us):>11} {r.delta_us / base * 100:5.1f}% of source  "
+                         f"x{r.ratio:<6.2f} {_cut(r.key or '(no module)', name_w)}")
+        if slow.empty:
+            lines.append("  (none is slower on the target)")
+    fixes = d.extras.get("fixes") or []
+    if fixes:
+        lines.append("top fixes:")
+        for f in fixes[:top]:
+            lines.append("  " + _cut(f"{f.get('title', f.get('id', '?'))} ({f.get('effort', '?')}): "
+                                     f"{_us(f.get('benefit_us', float('nan')))}", width - 2))
+    return [line[:width] for line in lines]

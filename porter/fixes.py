@@ -1,0 +1,446 @@
+"""From gap groups to ranked fixes: symptoms, the fix catalogue, and the ranking.
+
+Input contract: ``groups``, one row per matched group (same module + op class on both
+sides, built by porter.attribute). Required columns:
+
+    group_id (str)        stable id of the group
+    module (str)          module path ('' when unknown)
+    op_class (str)        one of porter.schema.OP_CLASSES
+    framework_op (str)    the group's main target op (e.g. 'aten::mm'), for display and regexes
+    source_us, target_us  summed self device time per side (us, float)
+    source_kernels, target_kernels   kernel counts per side (int)
+    flops, bytes          target-side cost summed over the group (NaN when unknown;
+                          porter.perfmodel.op_costs gives it per op)
+    dtype (str)           target compute dtype, canonical ('bf16', 'fp32', ...) or raw
+    input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
+    target_device_type    cuda, rocm, tpu, cpu, ...
+    host_us               target host time of the group not covered by device work (0 if none)
+Optional columns: source_dtype, source_device_type, recompiles (int, -1 unknown),
+local_error (module's local rel-L2 from porter.accuracy), tolerance, introduces_error,
+roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
+demonstrated_us (else computed with porter.perfmodel).
+
+A group's recoverable time counts for every fix that applies to it: fixes are
+alternative ways to recover the same time, so priorities do not add up across fixes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from porter.errors import PorterError
+from porter.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
+from porter.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
+
+CATALOGUE_FILE = Path(__file__).parent / "data" / "fixes.toml"
+KINDS = ("perf", "accuracy")
+TPU_TILE = 128  # MXU systolic array edge
+GPU_TILE_BYTES = 16  # tensor core / MFMA operands want 16-byte multiples (8 bf16, 4 fp32, 16 fp8)
+
+# condition key -> (python type(s), description); the catalogue is checked against this.
+CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
+    "op_class": ((list,), "group op class in the list"),
+    "target_dtype": ((list,), "target dtype in the list"),
+    "device_type": ((list,), "target device type in the list"),
+    "framework_op": ((str,), "regex search over the group's framework op"),
+    "module": ((str,), "regex search over the module path"),
+    "min_ratio": ((int, float), "target_us / source_us >= value"),
+    "min_kernel_ratio": ((int, float), "target_kernels / source_kernels >= value"),
+    "max_kernel_ratio": ((int, float), "target_kernels / source_kernels <= value"),
+    "max_roofline_efficiency": ((int, float), "roofline_us / target_us <= value"),
+    "misaligned": ((bool,), "a matmul/conv/attention dim is off the hardware tile"),
+    "dtype_changed": ((bool,), "target dtype differs from source dtype"),
+    "on_host": ((bool,), "the op ran on the host on the target"),
+    "min_host_fraction": ((int, float), "host_us / (host_us + target_us) >= value"),
+    "min_recompiles": ((int,), "recompiles >= value"),
+    "introduces_error": ((bool,), "the module's local error jumps (porter.accuracy)"),
+    "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
+}
+# Conditions that name a specific symptom (count as evidence for confidence).
+_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host",
+             "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
+
+
+@dataclass(frozen=True)
+class FixEntry:
+    id: str
+    title: str
+    kind: str
+    tier: str
+    days: tuple[float, float]
+    why: str
+    first_step: str
+    applies_when: Mapping[str, Any]
+
+    @property
+    def mid_days(self) -> float:
+        return (self.days[0] + self.days[1]) / 2
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    tiers: Mapping[str, tuple[float, float]]
+    fixes: tuple[FixEntry, ...]
+
+    def get(self, fix_id: str) -> FixEntry:
+        return next(f for f in self.fixes if f.id == fix_id)
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PorterError(f"cannot read fix catalogue: {exc.strerror or exc}", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PorterError(f"invalid TOML in fix catalogue: {exc}", path=path) from None
+
+
+def _build(raw: dict, path: Path) -> Catalogue:
+    def bad(msg: str) -> PorterError:
+        return PorterError(f"invalid fix catalogue: {msg}", path=path, hint="see docs/fixes.md for the format")
+
+    tiers_raw = raw.get("tiers", {})
+    tiers: dict[str, tuple[float, float]] = {}
+    for name, rng in tiers_raw.items():
+        if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, (int, float)) for v in rng) and 0 < rng[0] <= rng[1]):
+            raise bad(f"tier {name!r} must be [low, high] engineer-days with 0 < low <= high")
+        tiers[name] = (float(rng[0]), float(rng[1]))
+    fixes = []
+    for entry in raw.get("fix", []):
+        fid = entry.get("id", "?")
+        for key in ("id", "title", "kind", "tier", "why", "first_step"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise bad(f"fix {fid!r}: {key!r} must be a non-empty string")
+        if entry["kind"] not in KINDS:
+            raise bad(f"fix {fid!r}: kind must be one of {KINDS}, not {entry['kind']!r}")
+        if entry["tier"] not in tiers:
+            raise bad(f"fix {fid!r}: unknown tier {entry['tier']!r} (tiers: {', '.join(tiers)})")
+        days = tiers[entry["tier"]]
+        if "days" in entry:
+            d = entry["days"]
+            if not (isinstance(d, list) and len(d) == 2 and all(isinstance(v, (int, float)) for v in d) and 0 < d[0] <= d[1]):
+                raise bad(f"fix {fid!r}: days must be [low, high] with 0 < low <= high")
+            days = (float(d[0]), float(d[1]))
+        cond = entry.get("applies_when", {})
+        if not isinstance(cond, dict):
+            raise bad(f"fix {fid!r}: applies_when must be a table")
+        for key, value in cond.items():
+            if key not in CONDITIONS:
+                raise bad(f"fix {fid!r}: unknown condition {key!r} (known: {', '.join(CONDITIONS)})")
+            types = CONDITIONS[key][0]
+            if not isinstance(value, types) or (bool in types) != isinstance(value, bool):
+                raise bad(f"fix {fid!r}: condition {key!r} has the wrong type ({CONDITIONS[key][1]})")
+            if isinstance(value, str):
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise bad(f"fix {fid!r}: condition {key!r} is not a valid regex ({exc})") from None
+        fixes.append(FixEntry(entry["id"], entry["title"], entry["kind"], entry["tier"], days,
+                              entry["why"], entry["first_step"], dict(cond)))
+    ids = [f.id for f in fixes]
+    if len(set(ids)) != len(ids):
+        raise bad(f"duplicate fix ids {sorted({i for i in ids if ids.count(i) > 1})}")
+    return Catalogue(tiers, tuple(fixes))
+
+
+def load_catalogue(path: str | Path | None = None) -> Catalogue:
+    """The built-in catalogue, with a user TOML merged over it when path is given.
+
+    Merging: [tiers] keys replace or add; a [[fix]] with a built-in id replaces the fields
+    it names (applies_when is replaced as a whole), a new id adds a fix, and
+    ``disabled = true`` removes one. Any problem is a one-line PorterError.
+    """
+    raw = _read_toml(CATALOGUE_FILE)
+    where = CATALOGUE_FILE
+    if path is not None:
+        where = Path(path)
+        user = _read_toml(where)
+        if not isinstance(user.get("fix", []), list) or not isinstance(user.get("tiers", {}), dict):
+            raise PorterError("invalid fix catalogue: use [tiers] and [[fix]] tables", path=where)
+        raw["tiers"] = {**raw.get("tiers", {}), **user.get("tiers", {})}
+        by_id = {f["id"]: dict(f) for f in raw.get("fix", [])}
+        for f in user.get("fix", []):
+            if not isinstance(f, dict) or not isinstance(f.get("id"), str):
+                raise PorterError("invalid fix catalogue: every [[fix]] needs a string id", path=where)
+            if f.get("disabled") is True:
+                by_id.pop(f["id"], None)
+                continue
+            by_id[f["id"]] = {**by_id.get(f["id"], {}), **f}
+        raw["fix"] = list(by_id.values())
+    return _build(raw, where)
+
+
+# ---- symptoms ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Symptoms:
+    """What is known about one gap group, in the terms catalogue conditions use."""
+
+    group_id: str
+    module: str
+    op_class: str
+    framework_op: str
+    device_type: str
+    target_dtype: str
+    ratio: float  # target_us / source_us
+    kernel_ratio: float  # target_kernels / source_kernels
+    roofline_efficiency: float  # roofline_us / target_us, NaN unknown
+    misaligned: bool
+    dtype_changed: bool
+    on_host: bool
+    host_fraction: float
+    recompiles: int  # -1 unknown
+    introduces_error: bool
+    error_ratio: float  # local_error / tolerance, NaN unknown
+
+
+def tile_for(device_type: str, dtype: str) -> int:
+    """Dimension multiple a matrix unit wants: 128 on TPU, 16 bytes of elements on GPUs, 1 on CPU."""
+    dev = device_type.lower()
+    if dev == "tpu":
+        return TPU_TILE
+    if dev in ("cuda", "rocm", "gpu", "xpu", "mtia"):
+        return max(GPU_TILE_BYTES // DTYPE_BYTES.get(canonical_dtype(dtype) or "fp32", 4), 1)
+    return 1
+
+
+def misaligned_dims(framework_op: str, op_class: str, input_shapes: str, dtypes: str, device_type: str, dtype: str = "") -> list[int]:
+    """Dims that miss the tile: K and N of a matmul, channels of a conv, head dim of attention."""
+    tensors = tensors_of(input_shapes, dtypes)
+    tile = tile_for(device_type, dtype or (tensors[0].dtype if tensors else ""))
+    if tile <= 1 or not tensors:
+        return []
+    dims: list[int] = []
+    if op_class == "matmul":
+        gd = gemm_dims(framework_op, tensors)
+        dims = [gd[2], gd[3]] if gd else []
+    elif op_class == "conv" and len(tensors) >= 2 and len(tensors[1].shape) >= 3:
+        dims = [tensors[1].shape[0], tensors[1].shape[1]]
+    elif op_class == "attention" and tensors and len(tensors[0].shape) == 4:
+        dims = [tensors[0].shape[-1]]
+    return [d for d in dims if d > 1 and d % tile]
+
+
+def _col(groups: pd.DataFrame, name: str, default: Any) -> pd.Series:
+    return groups[name] if name in groups.columns else pd.Series([default] * len(groups), index=groups.index)
+
+
+def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None) -> pd.DataFrame:
+    """One row of symptom columns per group (index aligned with groups)."""
+    src = groups["source_us"].to_numpy(np.float64)
+    tgt = groups["target_us"].to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(src > 0, tgt / src, np.where(tgt > 0, np.inf, np.nan))
+        sk = groups["source_kernels"].to_numpy(np.float64)
+        tk = groups["target_kernels"].to_numpy(np.float64)
+        kratio = np.where(sk > 0, tk / sk, np.where(tk > 0, np.inf, np.nan))
+    dtype = _col(groups, "dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
+    if "roofline_us" in groups.columns:
+        rl = groups["roofline_us"].to_numpy(np.float64)
+    else:
+        rl = roofline_us(groups["flops"], groups["bytes"], target_ceilings, dtype.to_numpy(object))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(tgt > 0, rl / tgt, np.nan)
+    host = _col(groups, "host_us", 0.0).fillna(0.0).to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        host_frac = np.where(host + tgt > 0, host / (host + tgt), 0.0)
+    dev = _col(groups, "target_device_type", "").fillna("").astype(str)
+    src_dev = _col(groups, "source_device_type", "").fillna("").astype(str)
+    sdt = _col(groups, "source_dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
+    on_host = ((dev == "cpu") & (src_dev != "") & (src_dev != "cpu")) | (
+        (groups["target_kernels"] == 0) & (groups["source_kernels"] > 0) & (host > 0))
+    shapes = _col(groups, "input_shapes", "").fillna("").astype(str)
+    dtypes_json = _col(groups, "dtypes", "").fillna("").astype(str)
+    mis = [bool(misaligned_dims(fo, oc, sh, dj, dv, dt)) for fo, oc, sh, dj, dv, dt in zip(
+        groups["framework_op"].astype(str), groups["op_class"].astype(str), shapes, dtypes_json, dev, dtype)]
+    local = _col(groups, "local_error", np.nan).to_numpy(np.float64)
+    tol = _col(groups, "tolerance", np.nan).to_numpy(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err_ratio = local / tol
+    return pd.DataFrame({
+        "group_id": groups["group_id"].astype(str),
+        "module": groups["module"].fillna("").astype(str),
+        "op_class": groups["op_class"].astype(str),
+        "framework_op": groups["framework_op"].astype(str),
+        "device_type": dev,
+        "target_dtype": dtype,
+        "ratio": ratio,
+        "kernel_ratio": kratio,
+        "roofline_efficiency": eff,
+        "misaligned": mis,
+        "dtype_changed": (sdt != "") & (dtype != "") & (sdt != dtype),
+        "on_host": on_host.to_numpy(bool),
+        "host_fraction": host_frac,
+        "recompiles": _col(groups, "recompiles", -1).fillna(-1).astype(int),
+        "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
+        "error_ratio": err_ratio,
+    }, index=groups.index)
+
+
+def symptoms_of(row: Mapping[str, Any]) -> Symptoms:
+    return Symptoms(**{f: row[f] for f in Symptoms.__dataclass_fields__})
+
+
+def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
+    """Whether every condition holds for one symptoms row (unknown values never satisfy)."""
+    for key, want in cond.items():
+        if key == "op_class" and s["op_class"] not in want:
+            return False
+        if key == "target_dtype" and s["target_dtype"] not in [canonical_dtype(w) or w for w in want]:
+            return False
+        if key == "device_type" and s["device_type"] not in want:
+            return False
+        if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
+            return False
+        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error") and bool(s[key]) != want:
+            return False
+        threshold = {
+            "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
+            "max_roofline_efficiency": ("roofline_efficiency", -1), "min_host_fraction": ("host_fraction", 1),
+            "min_recompiles": ("recompiles", 1), "min_error_ratio": ("error_ratio", 1),
+        }.get(key)
+        if threshold:
+            value = float(s[threshold[0]])
+            if math.isnan(value) or (threshold[1] > 0 and value < want) or (threshold[1] < 0 and value > want):
+                return False
+    return True
+
+
+# ---- ranking ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankedFix:
+    rank: int  # 1-based within its kind
+    kind: str  # "perf" or "accuracy"
+    fix_id: str
+    title: str
+    tier: str
+    days: tuple[float, float]
+    modules: tuple[str, ...]
+    op_classes: tuple[str, ...]
+    ops: tuple[str, ...]
+    group_ids: tuple[str, ...]
+    why: str  # the fix's reason plus the symptoms seen
+    first_step: str
+    recoverable_us: float  # sum over its groups (perf model upper bound)
+    demonstrated_us: float  # the part the source's scaled time shows is reachable
+    priority: float  # recoverable_us per engineer-day (midpoint of days); NaN for accuracy
+    severity: float  # max local_error / tolerance over its groups; NaN for perf
+    confidence: str  # high / medium / low
+    evidence: tuple[str, ...] = field(default=())
+
+
+def _gains(groups: pd.DataFrame, sym: pd.DataFrame, src_c: Ceilings | None, tgt_c: Ceilings | None) -> tuple[np.ndarray, np.ndarray]:
+    if "recoverable_us" in groups.columns:
+        rec = groups["recoverable_us"].to_numpy(np.float64)
+        dem = _col(groups, "demonstrated_us", np.nan).to_numpy(np.float64)
+        return rec, np.where(np.isnan(dem), rec, dem)
+    tgt = groups["target_us"].to_numpy(np.float64)
+    dtype = sym["target_dtype"].to_numpy(object)
+    rl = sym["roofline_efficiency"].to_numpy(np.float64) * tgt
+    kw = dict(flops=groups["flops"].to_numpy(np.float64), bytes_=groups["bytes"].to_numpy(np.float64), dtype=dtype)
+    rec = recoverable_us(tgt, groups["source_us"], rl, src_c, tgt_c, **kw)
+    scaled, _ = expected_from_source_us(groups["source_us"], src_c, tgt_c, **kw)
+    return rec, np.maximum(tgt - scaled, 0.0)
+
+
+def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
+    seen = []
+    if "min_ratio" in cond:
+        seen.append(f"target/source time up to {rows['ratio'].max():.2f}x")
+    if "min_kernel_ratio" in cond or "max_kernel_ratio" in cond:
+        seen.append(f"target/source kernels up to {rows['kernel_ratio'].max():.2f}x")
+    if "max_roofline_efficiency" in cond:
+        seen.append(f"at {100 * rows['roofline_efficiency'].min():.0f}-{100 * rows['roofline_efficiency'].max():.0f}% of roofline")
+    for flag, text in (("misaligned", "dims off the hardware tile"), ("dtype_changed", "dtype differs from source"),
+                       ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
+        if cond.get(flag) is True:
+            seen.append(text)
+    if "min_host_fraction" in cond:
+        seen.append(f"host share up to {100 * rows['host_fraction'].max():.0f}%")
+    if "min_recompiles" in cond:
+        seen.append(f"{int(rows['recompiles'].max())} recompiles")
+    if (rows["error_ratio"] > 0).any():
+        seen.append(f"local error up to {rows['error_ratio'].max():.3g}x tolerance")
+    return seen
+
+
+def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.ndarray) -> tuple[str, list[str]]:
+    if entry.kind == "accuracy":
+        worst = float(np.nanmax(rows["error_ratio"].to_numpy(np.float64))) if rows["error_ratio"].notna().any() else math.nan
+        level = "high" if worst >= 10 else "medium" if worst >= 2 else "low"
+        return level, [f"local error {worst:.3g}x tolerance" if not math.isnan(worst) else "no local error measured"]
+    evidence = []
+    heavy = rows.index[int(np.argmax(rec))] if len(rec) else None
+    if heavy is not None and np.isfinite(rows.loc[heavy, "roofline_efficiency"]):
+        evidence.append("roofline known")
+    if rec.sum() > 0 and dem.sum() >= 0.5 * rec.sum():
+        evidence.append("source shows the time is reachable")
+    if _SPECIFIC & set(entry.applies_when):
+        evidence.append("specific symptom matched")
+    level = {3: "high", 2: "medium"}.get(len(evidence), "low")
+    return level, evidence
+
+
+def rank_fixes(
+    groups: pd.DataFrame,
+    catalogue: Catalogue | None = None,
+    *,
+    source_ceilings: Ceilings | None = None,
+    target_ceilings: Ceilings | None = None,
+) -> list[RankedFix]:
+    """Fixes that apply to the groups: perf fixes by priority, then accuracy fixes by severity.
+
+    priority = recoverable time (sum over the groups a fix applies to) / midpoint engineer
+    days. Perf fixes with nothing to recover are dropped. Ceilings feed the perf model
+    when groups lack roofline_us / recoverable_us; None falls back to the unscaled source
+    time (see docs/perfmodel.md).
+    """
+    catalogue = catalogue or load_catalogue()
+    if groups.empty:
+        return []
+    groups = groups.reset_index(drop=True)
+    sym = symptoms_table(groups, target_ceilings)
+    rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
+    records = sym.to_dict("records")
+    out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
+    for entry in catalogue.fixes:
+        hit = [i for i, s in enumerate(records) if applies(entry.applies_when, s)]
+        if not hit:
+            continue
+        rows = sym.iloc[hit]
+        r, d = rec[hit], dem[hit]
+        total = float(r.sum())
+        if entry.kind == "perf" and total <= 0:
+            continue
+        level, evidence = _confidence(entry, rows, r, d)
+        order = np.argsort(-r, kind="stable")
+        severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
+        uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
+        out[entry.kind].append(RankedFix(
+            rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
+            modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
+            why=entry.why + ("; seen: " + ", ".join(_describe(entry.applies_when, rows)) if len(rows) else ""),
+            first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(d.sum()),
+            priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
+            severity=severity, confidence=level, evidence=tuple(evidence),
+        ))
+    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id))
+    acc = sorted(out["accuracy"], key=lambda f: (-(f.severity if not math.isnan(f.severity) else -1), f.fix_id))
+    return [replace(f, rank=i + 1) for i, f in enumerate(perf)] + [replace(f, rank=i + 1) for i, f in enumerate(acc)]
+
+
+def fixes_frame(ranked: list[RankedFix]) -> pd.DataFrame:
+    """Ranked fixes as a table (for reports and JSON output)."""
+    return pd.DataFrame([{**f.__dict__, "days": list(f.days), "modules": list(f.modules), "op_classes": list(f.op_classes),
+                          "ops": list(f.ops), "group_ids": list(f.group_ids), "evidence": list(f.evidence)} for f in ranked])

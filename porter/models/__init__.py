@@ -1,0 +1,130 @@
+"""Model specs: a built-in (porter/models/zoo.py) or a user factory.
+
+A MODEL argument is a built-in name (``transformer``, ``cnn``, ``mlp``), or
+``path/to/file.py:factory`` or ``package.module:factory``, where ``factory()`` returns
+``(torch.nn.Module, tuple_of_example_inputs)``. The fingerprint hashes the module's
+structure (qualified names, classes, parameter shapes and dtypes) so later stages can
+refuse to compare bundles of different models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from porter.errors import PorterError
+
+DEFAULT_MODEL = "transformer"
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    module: torch.nn.Module  # in eval mode
+    example_inputs: tuple[Any, ...]
+    dtype: torch.dtype  # of the parameters (the model's compute dtype)
+    fingerprint: str
+    source: str = ""  # "builtin" or the factory reference
+
+    @property
+    def param_count(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+    def input_shapes(self) -> list[list[int]]:
+        return [list(x.shape) for x in self.example_inputs if isinstance(x, torch.Tensor)]
+
+    def module_paths(self) -> list[str]:
+        """Every submodule's porter path ('blocks/0/attn'), root excluded."""
+        return [n.replace(".", "/") for n, _ in self.module.named_modules() if n]
+
+
+def fingerprint(module: torch.nn.Module) -> str:
+    """Hash of structure: names, classes, parameter/buffer shapes and dtypes (not values)."""
+    h = hashlib.sha256()
+    for name, mod in module.named_modules():
+        h.update(f"m {name} {type(mod).__module__}.{type(mod).__qualname__}\n".encode())
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        h.update(f"t {name} {tuple(t.shape)} {t.dtype}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _module_dtype(module: torch.nn.Module) -> torch.dtype:
+    for p in module.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.get_default_dtype()
+
+
+def _load_factory(ref: str) -> Callable[[], Any]:
+    target, _, attr = ref.rpartition(":")
+    if not target or not attr:
+        raise PorterError(f"model {ref!r} is not a factory reference", hint="use FILE.py:factory or package.module:factory")
+    try:
+        if target.endswith(".py") or "/" in target:
+            path = Path(target)
+            if not path.is_file():
+                raise PorterError("no such model file", path=path)
+            mod_name = f"porter_user_model_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            if spec is None or spec.loader is None:
+                raise PorterError("cannot load as a Python module", path=path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = mod  # so pickling/dynamo can find its classes
+            spec.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(target)
+    except PorterError:
+        raise
+    except Exception as exc:
+        raise PorterError(f"model factory {ref}: importing {target} failed: {type(exc).__name__}: {exc}") from None
+    factory = getattr(mod, attr, None)
+    if not callable(factory):
+        raise PorterError(f"model factory {ref}: {target} has no callable {attr!r}")
+    return factory
+
+
+def from_factory(name: str, factory: Callable[[], Any], source: str) -> ModelSpec:
+    """Call factory() and check it returned (nn.Module, tuple of inputs)."""
+    try:
+        made = factory()
+    except Exception as exc:
+        raise PorterError(f"model factory {source} raised {type(exc).__name__}: {exc}") from None
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise PorterError(
+            f"model factory {source} returned {type(made).__name__}, not (torch.nn.Module, tuple_of_inputs)"
+        )
+    module, inputs = made
+    if not isinstance(module, torch.nn.Module):
+        raise PorterError(f"model factory {source} returned {type(module).__name__} as the model, not a torch.nn.Module")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not isinstance(inputs, (tuple, list)) or not any(isinstance(x, torch.Tensor) for x in inputs):
+        raise PorterError(f"model factory {source} returned {type(inputs).__name__} as inputs, not a tuple of tensors")
+    module.eval()
+    return ModelSpec(name, module, tuple(inputs), _module_dtype(module), fingerprint(module), source)
+
+
+def load_model(spec: str) -> ModelSpec:
+    """A built-in name or a FILE.py:factory / package.module:factory reference."""
+    from porter.models.zoo import BUILTINS
+
+    spec = (spec or DEFAULT_MODEL).strip()
+    if spec in BUILTINS:
+        return from_factory(spec, BUILTINS[spec].factory, "builtin")
+    if ":" not in spec:
+        raise PorterError(
+            f"unknown model {spec!r}",
+            hint=f"built-ins: {', '.join(BUILTINS)}; or pass FILE.py:factory / package.module:factory",
+        )
+    name = spec.rpartition(":")[2]
+    return from_factory(name, _load_factory(spec), spec)
+
+
+__all__ = ["DEFAULT_MODEL", "ModelSpec", "fingerprint", "from_factory", "load_model"]

@@ -1,0 +1,371 @@
+"""What every execution stack provides, and the parts they share.
+
+A TARGET is ``DEVICE[:STACK]`` (``cpu``, ``cuda:inductor``, ``tpu``, ``cpu:ort``; a bare
+``xla`` means JAX's default platform). One ``Stack`` subclass per file in porter/targets/
+supplies only the stack-specific parts (``*_impl`` methods); the public methods check
+state and arguments once, so every stack behaves the same at the edges (Polygraphy's
+runner pattern). The shared capture workflow lives in porter.capture.capture().
+
+Module tags: on every stack, each module's work is wrapped in a named range
+``porter.module:<path>``, where path is the qualified name from named_modules() with "."
+replaced by "/" (e.g. ``blocks/0/attn``); the root module's path is "" and gets no range.
+Profiler readers take the innermost such range as an op's module. Stacks whose compiler
+would be changed by hooks (inductor) take module paths from the compiler instead.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from porter.errors import PorterError, TargetUnavailable
+
+DEVICES: tuple[str, ...] = ("cpu", "cuda", "rocm", "mps", "tpu")
+AUTO_DEVICE = "auto"  # a bare stack name: the stack picks its own default platform
+DEFAULT_STACK: dict[str, str] = {"cpu": "eager", "cuda": "eager", "rocm": "eager", "mps": "eager", "tpu": "xla"}
+MODULE_RANGE_PREFIX = "porter.module:"
+
+
+class CaptureFailure(PorterError):
+    """The model does not run on the target: names the op and module when known."""
+
+    def __init__(self, message: str, *, op: str = "", module: str | None = None, hint: str | None = None):
+        self.op = op
+        self.module = module
+        self.detail = ""  # full error text (traceback) for the failed bundle
+        super().__init__(message, hint=hint)
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    device: str  # one of DEVICES, or AUTO_DEVICE for a bare stack name
+    stack: str  # a registered stack name
+
+    @property
+    def text(self) -> str:
+        return self.stack if self.device == AUTO_DEVICE else f"{self.device}:{self.stack}"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a stack can run on a device here; when not, why and what to do instead."""
+
+    ok: bool
+    reason: str = ""
+    remedy: str = ""
+
+    def raise_if_missing(self, target: str) -> None:
+        if not self.ok:
+            raise TargetUnavailable(f"target {target} is not available: {self.reason}", hint=self.remedy or None)
+
+
+@dataclass
+class Prepared:
+    """A model made ready on one stack and device (moved, compiled or exported).
+
+    ``call`` runs one forward on stack-native inputs and returns stack-native outputs;
+    ``inputs`` are the example inputs already placed for the stack. ``info`` carries
+    stack facts for the manifest (compiled region count, export path, backend, ...).
+    """
+
+    stack: str
+    device: str
+    model: Any  # porter.models.ModelSpec
+    call: Callable[..., Any]
+    inputs: tuple[Any, ...]
+    info: dict[str, Any] = field(default_factory=dict)
+    handle: Any = None  # stack-private state (compiled fn, session, torchax env, ...)
+
+
+@dataclass
+class Activations:
+    """Per-module tensors from one unprofiled forward, keyed by module path."""
+
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # paths left out by the size cap
+    nbytes: int = 0
+    source: str = ""  # how they were taken, e.g. "hooks", "eager hooks on the same device"
+
+
+def module_path(qualified_name: str) -> str:
+    """named_modules() name -> porter module path ('blocks.0.attn' -> 'blocks/0/attn')."""
+    return qualified_name.replace(".", "/")
+
+
+def range_name(path: str) -> str:
+    return f"{MODULE_RANGE_PREFIX}{path}"
+
+
+def first_tensor(value: Any) -> torch.Tensor | None:
+    """The first tensor in a module's input/output structure (tuple, list, dict), or None."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            t = first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(value, dict):
+        for v in value.values():
+            t = first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+class ModuleTracker:
+    """Knows which module is running, so a failure can name it (innermost wins)."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+        self.failed_in: str | None = None
+        self.failed_op: str = ""  # set by stacks that watch the dispatcher
+
+    @property
+    def current(self) -> str | None:
+        return self.stack[-1] if self.stack else None
+
+
+@contextlib.contextmanager
+def module_hooks(
+    root: torch.nn.Module,
+    *,
+    ranges: bool = True,
+    tracker: ModuleTracker | None = None,
+    on_output: Callable[[str, Any, Any], None] | None = None,
+) -> Iterator[None]:
+    """Install forward pre/post hooks on every submodule of root for the duration.
+
+    ranges: open/close ``record_function('porter.module:<path>')`` around each module.
+    tracker: keep the running module stack (for naming the module a failure happened in).
+    on_output(path, inputs, output): called after each module's forward.
+    Hooks are always removed, also when the forward raises.
+    """
+    handles = []
+    open_ranges: dict[int, list[Any]] = {}
+
+    def pre(path: str, mod: torch.nn.Module, args: Any) -> None:
+        if tracker is not None:
+            tracker.stack.append(path)
+        if ranges:
+            rf = torch.profiler.record_function(range_name(path))
+            rf.__enter__()
+            open_ranges.setdefault(id(mod), []).append(rf)
+
+    def post(path: str, mod: torch.nn.Module, args: Any, output: Any) -> None:
+        if ranges:
+            stack = open_ranges.get(id(mod))
+            if stack:
+                stack.pop().__exit__(None, None, None)
+        if tracker is not None and tracker.stack and tracker.stack[-1] == path:
+            tracker.stack.pop()
+        if on_output is not None:
+            on_output(path, args, output)
+
+    for name, mod in root.named_modules():
+        if not name:
+            continue  # the root is the whole step; it carries no module path
+        path = module_path(name)
+        handles.append(mod.register_forward_pre_hook(lambda m, a, _p=path: pre(_p, m, a)))
+        handles.append(mod.register_forward_hook(lambda m, a, o, _p=path: post(_p, m, a, o)))
+    try:
+        yield
+    except BaseException:
+        if tracker is not None and tracker.failed_in is None:
+            tracker.failed_in = tracker.current
+        raise
+    finally:
+        for h in handles:
+            h.remove()
+        for stack in open_ranges.values():  # a forward that raised leaves ranges open
+            while stack:
+                stack.pop().__exit__(None, None, None)
+
+
+class Stack(abc.ABC):
+    """One execution stack (torch eager, inductor, torchax/XLA, ONNX Runtime).
+
+    Subclasses set ``name``, ``devices`` and ``trace_format`` and implement the
+    ``*_impl`` methods; the public methods around them are shared and final.
+    """
+
+    name: str = ""
+    devices: tuple[str, ...] = ()
+    trace_format: str = ""  # the profilers/ reader FORMAT of the raw trace profile() writes
+    module_attribution: str = "hooks"  # or "compiler": where module paths in the trace come from
+
+    # ---- public API (shared) ----
+    def availability(self, device: str) -> Availability:
+        """Can this stack run on device here? Never raises."""
+        if device != AUTO_DEVICE and device not in self.devices:
+            return Availability(
+                False,
+                f"the {self.name} stack does not run on {device}",
+                f"use one of: {', '.join(f'{d}:{self.name}' for d in self.devices)}",
+            )
+        try:
+            return self.availability_impl(self.resolve_device(device))
+        except Exception as exc:  # a broken install is a reason, not a crash
+            return Availability(False, f"{self.name} failed to load: {type(exc).__name__}: {exc}", "check the installation")
+
+    def resolve_device(self, device: str) -> str:
+        """AUTO_DEVICE -> the concrete device this stack would use (default: cpu)."""
+        return self.resolve_device_impl() if device == AUTO_DEVICE else device
+
+    def prepare(self, model: Any, device: str) -> Prepared:
+        """Place/compile/export the model for this stack; CaptureFailure names op and module."""
+        self.availability(device).raise_if_missing(f"{device}:{self.name}")
+        return self.prepare_impl(model, self.resolve_device(device))
+
+    def first_run(self, prepared: Prepared) -> Any:
+        """The first forward (compiles lazily-compiled stacks); failures become CaptureFailure
+        naming the op and module, with the full error text kept on it as `detail`."""
+        try:
+            return self.first_run_impl(prepared)
+        except PorterError:
+            raise
+        except Exception as exc:
+            failure = self.describe_failure_impl(prepared, exc)
+            failure.detail = "".join(__import__("traceback").format_exception(exc))
+            raise failure from None
+
+    def run(self, prepared: Prepared, inputs: tuple[Any, ...] | None = None) -> Any:
+        """One forward, finished on the device (synchronised) before returning."""
+        out = prepared.call(*(prepared.inputs if inputs is None else inputs))
+        self.sync_impl(prepared, out)
+        return out
+
+    def profile(self, prepared: Prepared, steps: int, warmup: int, raw_dir: Path) -> Path:
+        """Warm up, then profile `steps` forwards under the stack's own profiler.
+
+        Writes the raw trace into raw_dir and returns its path (readable by the
+        profilers/ reader named trace_format), one profiler step per forward.
+        """
+        if steps < 1 or warmup < 0:
+            raise PorterError(f"steps must be >= 1 and warmup >= 0 (got {steps}, {warmup})")
+        raw_dir = Path(raw_dir)
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(warmup):
+            self.run(prepared)
+        path = self.profile_impl(prepared, steps, raw_dir)
+        if not path.is_file():
+            raise PorterError(f"{self.name} profiler wrote no trace", path=path)
+        return path
+
+    def outputs(self, prepared: Prepared, inputs: tuple[Any, ...] | None = None) -> torch.Tensor:
+        """Final model output of one forward as a CPU torch tensor (first tensor if nested)."""
+        out = self.to_torch_cpu_impl(self.run(prepared, inputs))
+        t = first_tensor(out)
+        if t is None:
+            raise PorterError(f"model {prepared.model.name} returned no tensor on {self.name}")
+        return t
+
+    def module_activations(self, prepared: Prepared, cap_bytes: int) -> Activations:
+        """Per-module outputs and inputs (CPU tensors) of one unprofiled forward, within cap_bytes."""
+        return self.module_activations_impl(prepared, cap_bytes)
+
+    def attribute_modules(self, prepared: Prepared, ops: "pd.DataFrame") -> "pd.DataFrame":
+        """Fill ops.module where the trace itself carries no module ranges (compiler-attributed
+        stacks map kernels to modules from compile-time metadata). Default: as read."""
+        return self.attribute_modules_impl(prepared, ops)
+
+    def attribute_modules_impl(self, prepared: Prepared, ops: "pd.DataFrame") -> "pd.DataFrame":
+        return ops
+
+    def versions(self) -> dict[str, str]:
+        """Framework/runtime versions for the manifest."""
+        return {"torch": torch.__version__, **self.versions_impl()}
+
+    def device_info(self, device: str) -> dict[str, Any]:
+        """Device name, driver/runtime versions for the manifest (never raises)."""
+        try:
+            return self.device_info_impl(self.resolve_device(device))
+        except Exception as exc:
+            return {"type": device, "name": "", "error": f"{type(exc).__name__}: {exc}"}
+
+    def ceilings(self, device: str, dtype: torch.dtype) -> dict[str, Any]:
+        """Measured matmul FLOP/s (in dtype) and copy bytes/s on the device, once per capture."""
+        return self.ceilings_impl(self.resolve_device(device), dtype)
+
+    # ---- stack-specific parts ----
+    @abc.abstractmethod
+    def availability_impl(self, device: str) -> Availability: ...
+
+    def resolve_device_impl(self) -> str:
+        return "cpu"
+
+    @abc.abstractmethod
+    def prepare_impl(self, model: Any, device: str) -> Prepared: ...
+
+    def first_run_impl(self, prepared: Prepared) -> Any:
+        """Default: a forward with tracking hooks on the torch module (no ranges)."""
+        tracker = ModuleTracker()
+        prepared.info["_tracker"] = tracker
+        with module_hooks(prepared.model.module, ranges=False, tracker=tracker):
+            return self.run(prepared)
+
+    def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> "CaptureFailure":
+        from porter.targets.failure import describe_failure
+
+        tracker = prepared.info.pop("_tracker", None)
+        return describe_failure(exc, prepared.model.module, self.name,
+                                tracked_module=tracker.failed_in if tracker else None,
+                                tracked_op=getattr(tracker, "failed_op", ""))
+
+    @abc.abstractmethod
+    def sync_impl(self, prepared: Prepared, out: Any) -> None:
+        """Block until the work of the last call is finished on the device."""
+
+    @abc.abstractmethod
+    def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path: ...
+
+    def to_torch_cpu_impl(self, out: Any) -> Any:
+        """Stack-native output -> torch CPU tensors (torch stacks: .cpu())."""
+        return torch.utils._pytree.tree_map(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, out)
+
+    @abc.abstractmethod
+    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations: ...
+
+    def versions_impl(self) -> dict[str, str]:
+        return {}
+
+    def device_info_impl(self, device: str) -> dict[str, Any]:
+        from porter.ceilings import torch_device_info
+
+        return torch_device_info(device)
+
+    def ceilings_impl(self, device: str, dtype: torch.dtype) -> dict[str, Any]:
+        from porter.ceilings import torch_ceilings
+
+        return torch_ceilings(device, dtype)
+
+
+def parse_target(text: str) -> TargetSpec:
+    """'cpu' -> cpu:eager, 'cuda:inductor', 'tpu' -> tpu:xla, 'xla' -> JAX's default platform."""
+    from porter.targets import STACK_MODULES  # the registry names the stacks
+
+    raw = (text or "").strip().lower()
+    device, _, stack = raw.partition(":")
+    if not stack and device in STACK_MODULES and device not in DEVICES:
+        device, stack = AUTO_DEVICE, device
+    if device not in DEVICES and device != AUTO_DEVICE:
+        raise PorterError(
+            f"unknown device {device!r} in target {text!r}",
+            hint=f"a target is DEVICE[:STACK] with DEVICE one of {', '.join(DEVICES)} and STACK one of {', '.join(STACK_MODULES)}",
+        )
+    stack = stack or DEFAULT_STACK[device]
+    if stack not in STACK_MODULES:
+        raise PorterError(
+            f"unknown stack {stack!r} in target {text!r}",
+            hint=f"stacks: {', '.join(STACK_MODULES)}",
+        )
+    return TargetSpec(device, stack)

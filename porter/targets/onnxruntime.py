@@ -1,0 +1,260 @@
+"""The torch model exported to ONNX (torch.onnx.export, dynamo) and run by ONNX Runtime.
+
+Module paths: the dynamo exporter writes each node's module chain into its ``namespace``
+metadata; profilers.onnxruntime.node_scopes_from_onnx turns that into node -> module, and
+we write it beside the profile as ``<profile>.nodes.json`` for the reader. Paths are
+normalised to the torch stacks' convention (qualified name, '.' -> '/').
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from porter.errors import PorterError
+from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
+
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
+PROFILE_WARMUP_RUNS = 1  # inside the profiled session: its first run pays for arena allocation
+_ATEN_OP = re.compile(r"aten[.:]{1,2}[A-Za-z_0-9]+(?:\.[A-Za-z_0-9]+)?")
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """The exporter logs a warning per optional op library it lacks (torchvision); hide them."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def export_failure(model_name: str, exc: BaseException) -> CaptureFailure:
+    """An export error as one line, naming the aten op and module when the message does."""
+    text = str(exc)
+    op = _ATEN_OP.search(text)
+    mod = re.search(r"(?:module|nn_module_stack)[^'\"]*['\"]([A-Za-z_][\w.]*)['\"]", text)
+    where = module_path(mod.group(1)) if mod else None
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return CaptureFailure(
+        f"torch.onnx.export failed for model {model_name}"
+        + (f" at {op.group(0)}" if op else "")
+        + (f" in module {where}" if where else "")
+        + f": {type(exc).__name__}: {first[:200]}",
+        op=op.group(0) if op else "",
+        module=where,
+        hint="the op has no ONNX lowering in this torch/onnxscript; see torch.onnx's supported ops",
+    )
+
+
+def module_of_nodes(onnx_path: Path) -> dict[str, dict[str, str]]:
+    """node name -> {module, framework_op}, module in the torch stacks' path convention."""
+    from profilers.onnxruntime import node_scopes_from_onnx
+
+    return {name: {**entry, "module": module_path(entry.get("module", ""))}
+            for name, entry in node_scopes_from_onnx(onnx_path).items()}
+
+
+def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """Extend node -> scope to the nodes of ORT's optimized graph (the names its profile uses).
+
+    Fusion renames nodes (``node_MatMul_6/MatMulAddFusion``, ``SkipLayerNormalization``) and
+    inserts helpers (``gemm_input_reshape_token_3``). An optimized node takes the scope of the
+    original node that produced the same output value, else of the original node its name
+    starts with, else of the producer of its first input that has one.
+    """
+    producer = {out: n.name for n in original.node for out in n.output}
+    scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
+    out = dict(nodes)
+    for node in optimized.node:
+        if node.name in out:
+            continue
+        found = next((scope_of_value[v] for v in node.output if v in scope_of_value), None)
+        if found is None:
+            found = nodes.get(node.name.split("/")[0])
+        if found is None:
+            found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
+        if found is not None:
+            out[node.name] = found
+            for v in node.output:
+                scope_of_value.setdefault(v, found)
+    return out
+
+
+def module_outputs(graph: Any, node_modules: dict[str, str]) -> dict[str, str]:
+    """module path -> the ONNX value that is its output.
+
+    A module's output is the last value (in node order) produced inside its subtree and
+    used outside it or returned by the graph.
+    """
+    producer_mods: dict[str, str] = {}
+    for node in graph.node:
+        for out in node.output:
+            producer_mods[out] = node_modules.get(node.name, "")
+    consumers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for inp in node.input:
+            consumers.setdefault(inp, []).append(node_modules.get(node.name, ""))
+    graph_outputs = {o.name for o in graph.output}
+
+    def inside(mod: str, path: str) -> bool:
+        return mod == path or mod.startswith(path + "/")
+
+    paths = sorted({p for m in node_modules.values() if m for p in _prefixes(m)})
+    result: dict[str, str] = {}
+    for node in graph.node:  # later nodes overwrite earlier ones: the last value wins
+        mod = node_modules.get(node.name, "")
+        for path in (p for p in paths if mod and inside(mod, p)):
+            for out in node.output:
+                used_outside = out in graph_outputs or any(not inside(c, path) for c in consumers.get(out, []))
+                if used_outside:
+                    result[path] = out
+    return result
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+class OrtStack(Stack):
+    name = "ort"
+    devices = ("cpu", "cuda", "rocm")
+    trace_format = "onnxruntime"
+    module_attribution = "compiler"  # from the exporter's node metadata, not hooks
+
+    def availability_impl(self, device: str) -> Availability:
+        for pkg in ("onnxruntime", "onnxscript", "onnx"):
+            try:
+                __import__(pkg)
+            except ImportError as exc:
+                return Availability(False, f"{pkg} is not importable ({exc})", "pip install 'porter[ort]'")
+        import onnxruntime as ort
+
+        have = ort.get_available_providers()
+        if PROVIDERS[device] not in have:
+            return Availability(
+                False,
+                f"onnxruntime {ort.__version__} has no {PROVIDERS[device]} (it has {', '.join(have)})",
+                f"install an onnxruntime build with {PROVIDERS[device]}, or capture on such a host and pass the bundle",
+            )
+        return Availability(True)
+
+    def _session(self, prepared: Prepared, profile_prefix: Path | None = None, optimized: Path | None = None):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        if profile_prefix is not None:
+            opts.enable_profiling = True
+            opts.profile_file_prefix = str(profile_prefix)
+        if optimized is not None:  # serialise the graph ORT runs: its node names are the profile's
+            opts.optimized_model_filepath = str(optimized)
+        return ort.InferenceSession(str(prepared.handle["onnx"]), opts, providers=[PROVIDERS[prepared.device]])
+
+    def prepare_impl(self, model: Any, device: str) -> Prepared:
+        import onnxruntime as ort
+
+        workdir = Path(tempfile.mkdtemp(prefix="porter-ort-"))
+        onnx_path = workdir / f"{model.name}.onnx"
+        t0 = time.perf_counter()
+        try:
+            with _quiet_exporter(), torch.no_grad():
+                program = torch.onnx.export(model.module.eval(), model.example_inputs, dynamo=True, verbose=False)
+            program.save(str(onnx_path))
+        except Exception as exc:
+            raise export_failure(model.name, exc) from None
+        export_s = time.perf_counter() - t0
+        nodes = module_of_nodes(onnx_path)
+        prepared = Prepared(self.name, device, model, call=lambda *a: a, inputs=(),
+                            handle={"onnx": onnx_path, "nodes": nodes})
+        sess = self._session(prepared)
+        names = [i.name for i in sess.get_inputs()]
+        tensors = [x for x in model.example_inputs if isinstance(x, torch.Tensor)]
+        prepared.inputs = tuple(t.detach().cpu().numpy() for t in tensors)
+        prepared.handle.update(session=sess, input_names=names)
+        prepared.call = lambda *a: sess.run(None, dict(zip(names, a)))
+        prepared.info.update(export_s=export_s, onnx_nodes=len(nodes), provider=PROVIDERS[device],
+                             onnxruntime=ort.__version__)
+        return prepared
+
+    def sync_impl(self, prepared: Prepared, out: Any) -> None:
+        """sess.run returns host numpy arrays: it has finished when it returns."""
+
+    def to_torch_cpu_impl(self, out: Any) -> Any:
+        return [torch.from_numpy(a.copy()) for a in out]
+
+    def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
+        import onnx
+
+        opt_path = Path(prepared.handle["onnx"]).with_suffix(".optimized.onnx")
+        sess = self._session(prepared, profile_prefix=raw_dir / "ort", optimized=opt_path)
+        feed = dict(zip(prepared.handle["input_names"], prepared.inputs))
+        for _ in range(PROFILE_WARMUP_RUNS):
+            sess.run(None, feed)
+        step_s = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            sess.run(None, feed)
+            step_s.append(time.perf_counter() - t0)
+        written = Path(sess.end_profiling())
+        dest = raw_dir / f"{prepared.model.name}.ort.json"
+        written.replace(dest)
+        nodes_path = Path(str(dest) + ".nodes.json")
+        original = onnx.load(str(prepared.handle["onnx"]), load_external_data=False).graph
+        nodes = scopes_of_optimized(original, onnx.load(str(opt_path), load_external_data=False).graph,
+                                    prepared.handle["nodes"])
+        nodes_path.write_text(json.dumps(nodes, indent=1, sort_keys=True) + "\n")
+        prepared.info.update(profiled_step_s=step_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
+        return dest
+
+    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations:
+        """Each module's output value added as a graph output, from one extra session run."""
+        import onnx
+        import onnxruntime as ort
+
+        acts = Activations(source="module output values exposed as ONNX graph outputs (ORT numerics)")
+        proto = onnx.load(str(prepared.handle["onnx"]))
+        node_modules = {k: v["module"] for k, v in prepared.handle["nodes"].items()}
+        called = {module_path(n) for n, m in prepared.model.module.named_modules()
+                  if n and not isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict))}  # containers never run
+        wanted = {p: v for p, v in module_outputs(proto.graph, node_modules).items() if p in called}
+        have = {o.name for o in proto.graph.output}
+        for value in sorted(set(wanted.values()) - have):
+            proto.graph.output.append(onnx.ValueInfoProto(name=value))
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        try:
+            sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=[PROVIDERS[prepared.device]])
+        except Exception as exc:
+            raise PorterError(f"onnxruntime rejected the model with module outputs exposed: {exc}") from None
+        names = [o.name for o in sess.get_outputs()]
+        values = dict(zip(names, sess.run(names, dict(zip(prepared.handle["input_names"], prepared.inputs)))))
+        for path in sorted(wanted):
+            arr = values[wanted[path]]
+            if acts.nbytes + arr.nbytes > cap_bytes:
+                acts.skipped.append(path)
+                continue
+            acts.outputs[path] = torch.from_numpy(arr.copy())
+            acts.nbytes += arr.nbytes
+        return acts
+
+    def versions_impl(self) -> dict[str, str]:
+        import onnx
+        import onnxruntime
+        import onnxscript
+
+        return {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__, "onnxscript": onnxscript.__version__}
+
+
+STACK = OrtStack()

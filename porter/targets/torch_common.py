@@ -1,0 +1,147 @@
+"""Parts shared by the torch stacks (eager, inductor): devices, sync, Kineto profiling,
+hook-based activations. Each torch stack file adds only how it builds the callable and
+how module paths get into the trace."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, ContextManager
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from porter.ceilings import torch_device, torch_sync
+from porter.targets.base import Activations, Availability, ModuleTracker, Prepared, Stack, first_tensor, module_hooks
+
+CUDA_REMEDY = "capture on a {what} host with `porter capture MODEL --on {device} -o DIR` and pass the bundle with --from/--to"
+
+
+def torch_availability(device: str) -> Availability:
+    if device == "cpu":
+        return Availability(True)
+    if device in ("cuda", "rocm"):
+        what = "CUDA" if device == "cuda" else "ROCm"
+        remedy = CUDA_REMEDY.format(what=what, device=device)
+        if not torch.cuda.is_available():
+            return Availability(False, f"no {what} device visible to torch (torch.cuda.is_available() is False)", remedy)
+        is_hip = bool(torch.version.hip)
+        if (device == "rocm") != is_hip:
+            build = f"HIP {torch.version.hip}" if is_hip else f"CUDA {torch.version.cuda}"
+            return Availability(False, f"this torch is a {build} build, not {what}", remedy)
+        return Availability(True)
+    if device == "mps":
+        if torch.backends.mps.is_available():
+            return Availability(True)
+        return Availability(False, "no Apple MPS device visible to torch", CUDA_REMEDY.format(what="Apple silicon", device="mps"))
+    return Availability(False, f"torch stacks do not run on {device}", "use --on tpu (the xla stack) for TPUs")
+
+
+def place(value: Any, dev: torch.device) -> Any:
+    return torch.utils._pytree.tree_map(lambda t: t.to(dev) if isinstance(t, torch.Tensor) else t, value)
+
+
+def to_cpu_copy(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu").contiguous().clone()
+
+
+class TorchStack(Stack):
+    """Shared torch behaviour; subclasses implement make_call() and tagging()."""
+
+    devices = ("cpu", "cuda", "rocm", "mps")
+    trace_format = "kineto"
+
+    def availability_impl(self, device: str) -> Availability:
+        return torch_availability(device)
+
+    def prepare_impl(self, model: Any, device: str) -> Prepared:
+        dev = torch_device(device)
+        module = model.module.to(dev).eval()
+        inputs = tuple(place(x, dev) for x in model.example_inputs)
+        prepared = Prepared(self.name, device, model, call=lambda *a: a, inputs=inputs, handle=module)
+        prepared.call = self.make_call(prepared)
+        return prepared
+
+    def make_call(self, prepared: Prepared):
+        raise NotImplementedError
+
+    def tagging(self, prepared: Prepared) -> ContextManager[Any]:
+        """Context that puts module paths into the profiled forwards (eager: hook ranges)."""
+        return contextlib.nullcontext()
+
+    def sync_impl(self, prepared: Prepared, out: Any) -> None:
+        torch_sync(prepared.device)
+
+    def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
+        acts = [ProfilerActivity.CPU]
+        if prepared.device in ("cuda", "rocm"):
+            acts.append(ProfilerActivity.CUDA)
+        path = raw_dir / "trace.json"
+        step_s: list[float] = []
+        # one profiler warm-up step (dropped by the schedule), then `steps` recorded ones
+        sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
+        import time
+
+        with profile(activities=acts, schedule=sched, record_shapes=True, with_flops=True, with_stack=False,
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof, self.tagging(prepared):
+            for i in range(steps + 1):
+                t0 = time.perf_counter()
+                self.run(prepared)
+                if i:
+                    step_s.append(time.perf_counter() - t0)
+                prof.step()
+        prepared.info["profiled_step_s"] = step_s
+        return path
+
+    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations:
+        """Hooks on the eager module on the same device (see activation_source)."""
+        acts = Activations(source=self.activation_source)
+
+        def keep(store: dict[str, torch.Tensor], path: str, value: Any) -> None:
+            t = first_tensor(value)
+            if t is None:
+                return
+            size = t.numel() * t.element_size()
+            if acts.nbytes + size > cap_bytes:
+                acts.skipped.append(path)
+                return
+            store[path] = to_cpu_copy(t)
+            acts.nbytes += size
+
+        def on_output(path: str, args: Any, output: Any) -> None:
+            keep(acts.inputs, path, args)
+            keep(acts.outputs, path, output)
+
+        module = prepared.handle
+        with torch.no_grad(), module_hooks(module, ranges=False, on_output=on_output):
+            module(*prepared.inputs)
+            torch_sync(prepared.device)
+        acts.skipped = sorted(set(acts.skipped))
+        return acts
+
+    activation_source = "forward hooks on the eager module"
+
+
+class FailedOpWatch(TorchDispatchMode):
+    """Notes the first dispatcher op that raises, so a failure can name it."""
+
+    def __init__(self, tracker: ModuleTracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception:
+            if not self.tracker.failed_op:
+                self.tracker.failed_op = str(func)
+            raise
+
+
+def tracked_first_run(stack: Stack, prepared: Prepared) -> Any:
+    """First eager forward with the module tracker and the failed-op watch on."""
+    tracker = ModuleTracker()
+    prepared.info["_tracker"] = tracker
+    with module_hooks(prepared.handle, ranges=False, tracker=tracker), FailedOpWatch(tracker):
+        return stack.run(prepared)

@@ -1,0 +1,228 @@
+"""What an HLO op is in model terms: its module scope, its jax primitive, what it fuses.
+
+XLA keeps, per instruction, the op_name metadata JAX wrote while tracing
+(``jit(f)/jit(main)/blocks.0/attn/dot_general``). An XSpace carries every executed
+program's HloProto on its ``/host:metadata`` plane, so the scope of any HLO op in the
+trace can be looked up by (program, op name) without recompiling anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from porter.opclass import classify
+from porter.schema import MODULE_SEP, NO_MODULE
+from profilers.porter_tags import module_from_tags
+
+# What scope_and_op drops from an op_name path, so only the user's named scopes remain:
+# * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
+# * transformation wrappers `transpose(X)`, `jvp(X)`, `vmap(X)`, `remat(X)`... are replaced by
+#   X, the scope they were applied to, so backward ops land in their forward module; the
+#   same scope repeated by nested wrappers (`transpose(jvp(blk))/jvp(blk)`) is kept once;
+# * jax-internal structure: `closed_call`, `checkpoint`, `rematted_computation`, `remat`,
+#   `custom_jvp_call`, `custom_vjp_call`, the `while/body`, `while/cond` pair of loops and
+#   scans, and the `cond/branch_N_fun` pair of conditionals.
+_DROP = re.compile(r"^(p?jit|xla_computation|pmap|xla_pmap)(\(.*\))?$")
+_UNWRAP = re.compile(r"^(transpose|jvp|vjp|linearize|vmap|remat|checkpoint|rematted_computation|shard_map|custom_jvp_call|custom_vjp_call|named_call)\((.*)\)$")
+_INTERNAL = re.compile(r"^(closed_call|core_call|checkpoint|rematted_computation|remat\d*|custom_jvp_call|custom_vjp_call|branch_\d+_fun)$")
+_PAIRS = {"while": re.compile(r"^(body|cond)$"), "cond": re.compile(r"^branch_\d+_fun$")}
+_SUFFIX = re.compile(r"\.\d+$")
+
+# HLO opcodes / custom-call targets that dominate a fusion's cost, by class.
+_CONV_TARGET = re.compile(r"conv", re.IGNORECASE)
+_GEMM_TARGET = re.compile(r"gemm|matmul|blas|dot", re.IGNORECASE)
+
+
+def split_path(op_name: str) -> list[str]:
+    """Split an op_name on '/' outside parentheses (wrappers may nest scope paths)."""
+    parts, depth, cur = [], 0, []
+    for ch in op_name:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        if ch == "/" and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p]
+
+
+def _unwrap(component: str) -> tuple[str, bool]:
+    """The scope inside transformation wrappers, and whether there was one."""
+    wrapped = False
+    for _ in range(32):  # wrappers nest: transpose(jvp(fc1))
+        m = _UNWRAP.match(component)
+        if not m:
+            break
+        component, wrapped = m.group(2), True
+    return component, wrapped
+
+
+def _user_scopes(parts: list[str]) -> list[str]:
+    scopes: list[str] = []
+    last_wrapped: str | None = None
+    skip_next = False
+    for i, comp in enumerate(parts):
+        if skip_next:
+            skip_next = False
+            continue
+        nxt = parts[i + 1] if i + 1 < len(parts) else ""
+        if comp in _PAIRS and _PAIRS[comp].match(nxt):
+            skip_next = True
+            continue
+        if _DROP.match(comp) or _INTERNAL.match(comp):
+            continue
+        inner, wrapped = _unwrap(comp)
+        if wrapped:
+            if inner == last_wrapped:
+                continue  # transpose(jvp(blk))/jvp(blk): one scope
+            last_wrapped = inner
+            scopes.extend(c for c in split_path(inner) if not (_DROP.match(c) or _INTERNAL.match(c)))
+        else:
+            last_wrapped = None
+            scopes.append(comp)
+    return scopes
+
+
+def scope_and_op(op_name: str) -> tuple[str, str]:
+    """(module scope, framework op) of an op_name; ('', '') when it is not a jax op path.
+
+    A name without '/' (XLA copies a parameter's name, e.g. ``x``, onto layout
+    transposes it inserts) is not a path to an op, so it names neither.
+    """
+    parts = split_path(op_name)
+    if len(parts) < 2:
+        return NO_MODULE, ""
+    scopes = _user_scopes(parts[:-1])
+    tagged = module_from_tags(scopes)  # porter's own capture: its tags name the module exactly
+    return (tagged if tagged is not None else MODULE_SEP.join(scopes)), parts[-1]
+
+
+def strip_suffix(hlo_name: str) -> str:
+    """``fusion.12`` -> ``fusion``: the HLO op's kind without its instance number."""
+    return _SUFFIX.sub("", hlo_name)
+
+
+@dataclass(frozen=True)
+class HloOp:
+    """One HLO instruction's attribution: where in the model it comes from and what it is."""
+
+    module: str
+    framework_op: str
+    op_class: str
+    opcode: str
+    op_name: str
+
+
+@dataclass
+class _Instr:
+    opcode: str
+    op_name: str
+    target: str
+    called: tuple[int, ...]
+
+
+@dataclass
+class HloModuleIndex:
+    name: str
+    instrs: dict[str, _Instr] = field(default_factory=dict)
+    computations: dict[int, list[_Instr]] = field(default_factory=dict)
+    roots: dict[int, _Instr] = field(default_factory=dict)
+
+    def heavy_class(self, instr: _Instr) -> str:
+        """'conv' or 'matmul' when the instruction is, or fuses, a convolution or a dot."""
+        seen: set[int] = set()
+        todo = [instr]
+        found = ""
+        while todo:
+            cur = todo.pop()
+            if cur.opcode == "convolution" or (cur.opcode == "custom-call" and _CONV_TARGET.search(cur.target)):
+                return "conv"
+            if cur.opcode == "dot" or (cur.opcode == "custom-call" and _GEMM_TARGET.search(cur.target)):
+                found = "matmul"
+            for cid in cur.called:
+                if cid not in seen and len(seen) < 10000:
+                    seen.add(cid)
+                    todo.extend(self.computations.get(cid, ()))
+        return found
+
+    def op_name_of(self, instr: _Instr) -> str:
+        """The instruction's op_name, else its fused root's (fusions may carry none)."""
+        if instr.op_name:
+            return instr.op_name
+        for cid in instr.called:
+            root = self.roots.get(cid)
+            if root is not None and root.op_name:
+                return root.op_name
+        return ""
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def index_module(hlo_proto: Any) -> HloModuleIndex:
+    """Index an HloProto message (profilers.xspace_proto) by instruction name."""
+    mod = hlo_proto.hlo_module
+    idx = HloModuleIndex(name=_text(mod.name))
+    for comp in mod.computations:
+        instrs = []
+        for ins in comp.instructions:
+            info = _Instr(
+                opcode=_text(ins.opcode),
+                op_name=_text(ins.metadata.op_name),
+                target=_text(ins.custom_call_target),
+                called=tuple(ins.called_computation_ids),
+            )
+            instrs.append(info)
+            idx.instrs.setdefault(_text(ins.name), info)
+            if ins.id == comp.root_id:
+                idx.roots[comp.id] = info
+        idx.computations[comp.id] = instrs
+    return idx
+
+
+@dataclass
+class HloIndex:
+    """HLO modules of one trace, found by program id and by module name."""
+
+    by_program: dict[int, HloModuleIndex] = field(default_factory=dict)
+    by_name: dict[str, HloModuleIndex] = field(default_factory=dict)
+    _cache: dict[tuple[int, str, str], HloOp] = field(default_factory=dict)
+
+    def add(self, program_id: int | None, module: HloModuleIndex) -> None:
+        if program_id is not None:
+            self.by_program[program_id] = module
+        self.by_name.setdefault(module.name, module)
+
+    def module_for(self, program_id: int | None, module_name: str) -> HloModuleIndex | None:
+        if program_id is not None and program_id in self.by_program:
+            return self.by_program[program_id]
+        return self.by_name.get(module_name)
+
+    def lookup(self, program_id: int | None, module_name: str, hlo_op: str,
+               kernel_names: Iterable[str] = ()) -> HloOp:
+        """Attribution of one HLO op; falls back to the op's own name when unknown."""
+        key = (program_id if program_id is not None else -1, module_name, hlo_op)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        mod = self.module_for(program_id, module_name)
+        instr = mod.instrs.get(hlo_op) if mod else None
+        op_name = mod.op_name_of(instr) if (mod and instr) else ""
+        module, framework_op = scope_and_op(op_name)
+        opcode = instr.opcode if instr else ""
+        fallback = framework_op or strip_suffix(hlo_op)
+        hints = [hlo_op, opcode, *kernel_names]
+        cls = classify(fallback, [h for h in hints if h])
+        heavy = mod.heavy_class(instr) if (mod and instr) else ""
+        if heavy and cls not in ("conv", "matmul", "attention"):
+            cls = heavy
+        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name)
+        self._cache[key] = hit
+        return hit

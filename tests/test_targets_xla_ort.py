@@ -1,0 +1,124 @@
+"""The xla (torchax/JAX) and ort (ONNX Runtime) stacks: real captures of the built-in
+transformer on this CPU, checked against a torch eager capture of the same model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from porter.models import load_model
+from porter.targets.base import MODULE_RANGE_PREFIX
+from profilers.porter_tags import MODULE_TAG, module_from_tags
+from tests.conftest import run_porter
+
+MODEL = "transformer"
+TARGETS = {"cpu": "cpu", "xla": "xla", "ort": "cpu:ort"}
+# fp32 everywhere: XLA and ORT fuse and reorder the sums of matmuls and LayerNorm, which moves
+# results by a few ulps (relative ~1e-7 per element, growing ~sqrt(K) with the reduction
+# length K <= 512). 1e-5 keeps ~20x margin over that and is far below any real lowering bug.
+ACT_REL_L2_TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("captures")
+    out: dict[str, Path] = {}
+    for key, target in TARGETS.items():
+        dest = base / key
+        done = run_porter("capture", MODEL, "--on", target, "-o", str(dest), "--steps", "3", "--repeats", "5")
+        assert done.returncode == 0, f"{target}: {done.stderr[-3000:]}"
+        out[key] = dest
+    return out
+
+
+def leaf_paths() -> set[str]:
+    model = load_model(MODEL).module
+    return {n.replace(".", "/") for n, m in model.named_modules() if n and not list(m.children())}
+
+
+def timed_modules(bundle: Path) -> set[str]:
+    ops = pd.read_parquet(bundle / "ops.parquet")
+    return set(ops.loc[ops["device_us"] > 0, "module"])
+
+
+def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / a.norm().clamp_min(1e-30))
+
+
+def test_porter_tags_decode_to_torch_paths():
+    assert MODULE_TAG == MODULE_RANGE_PREFIX  # the reader and the stacks agree on the tag
+    scopes = ["porter.module:", "porter.module:blocks.0", "porter.module:blocks.0.attn", "aten::gelu"]
+    assert module_from_tags(scopes) == "blocks/0/attn"
+    assert module_from_tags(["porter.module:", "aten::add.Tensor"]) == ""
+    assert module_from_tags(["fc1", "linear"]) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["xla", "ort"])
+def test_capture_writes_bundle_with_module_paths(bundles, key):
+    bundle = bundles[key]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    assert (bundle / manifest["raw"]["path"]).is_file()
+    ops = pd.read_parquet(bundle / "ops.parquet")
+    assert len(ops) and float(ops["device_us"].sum()) > 0
+    known = set(load_model(MODEL).module_paths()) | {""}
+    assert set(ops["module"]) <= known, set(ops["module"]) - known
+    tagged = float(ops.loc[ops["module"] != "", "device_us"].sum()) / float(ops["device_us"].sum())
+    assert tagged >= 0.95, tagged  # only the embedding sum at the root is outside every module
+
+
+@pytest.mark.slow
+def test_xla_leaf_modules_equal_eager(bundles):
+    leaves = leaf_paths()
+    assert timed_modules(bundles["xla"]) & leaves == timed_modules(bundles["cpu"]) & leaves == leaves
+
+
+@pytest.mark.slow
+def test_ort_leaf_modules_are_eager_minus_constant_folded(bundles):
+    """The exporter folds modules whose output does not depend on the inputs (the position
+    embedding of arange), so they run no node: ORT's leaves are eager's minus exactly those."""
+    spec = load_model(MODEL)
+    outs: list[dict[str, torch.Tensor]] = []
+    for ids in (spec.example_inputs[0], (spec.example_inputs[0] + 1) % 512):
+        seen: dict[str, torch.Tensor] = {}
+        hooks = [m.register_forward_hook(lambda _m, _a, o, _n=n: seen.__setitem__(_n.replace(".", "/"), o))
+                 for n, m in spec.module.named_modules() if n]
+        with torch.no_grad():
+            spec.module(ids)
+        for h in hooks:
+            h.remove()
+        outs.append(seen)
+    constant = {p for p in outs[0] if torch.equal(outs[0][p], outs[1][p])}
+    leaves = leaf_paths()
+    eager, ort = timed_modules(bundles["cpu"]) & leaves, timed_modules(bundles["ort"]) & leaves
+    assert ort == eager - constant
+    assert constant & leaves  # the model has such a module, so this test checks something
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["xla", "ort"])
+def test_activations_agree_with_eager(bundles, key):
+    from safetensors.torch import load_file
+
+    ref = load_file(str(bundles["cpu"] / "activations" / "outputs.safetensors"))
+    got = load_file(str(bundles[key] / "activations" / "outputs.safetensors"))
+    common = set(ref) & set(got)
+    assert len(common) >= len(leaf_paths()) - 1
+    errors = {k: rel_l2(ref[k], got[k]) for k in sorted(common)}
+    bad = {k: e for k, e in errors.items() if not e <= ACT_REL_L2_TOL}
+    assert not bad, bad
+
+
+def test_tpu_target_is_unavailable_with_one_line_reason(tmp_path):
+    done = run_porter("capture", MODEL, "--on", "tpu", "-o", str(tmp_path / "b"), timeout=300)
+    assert done.returncode == 3, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "TPU" in lines[0] and "jax" in lines[0]
+    assert not (tmp_path / "b").exists()
