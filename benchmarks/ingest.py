@@ -66,10 +66,8 @@ def _task(kind: str, path: Path) -> dict:
         doc = orjson.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
         return {"keys": len(doc)}
     if kind == "xspace":
-        from xprof.convert import _pywrap_profiler_plugin  # noqa: F401  (same proto runtime as the reader)
-        from tsl.profiler.protobuf import xplane_pb2
-        space = xplane_pb2.XSpace()
-        space.ParseFromString(path.read_bytes())
+        from profilers.xspace_proto import parse_xspace  # upb protobuf parse: the reader's first step
+        space = parse_xspace(path.read_bytes())
         return {"planes": len(space.planes)}
     if kind == "hta":
         from hta.common.trace import parse_trace_file
@@ -96,10 +94,7 @@ def _preload(kind: str) -> None:
         import hta.common.trace  # noqa: F401
         import hta.trace_analysis  # noqa: F401
     elif kind == "xspace":
-        try:
-            from tsl.profiler.protobuf import xplane_pb2  # noqa: F401
-        except ImportError:
-            pass
+        import profilers.xspace_proto  # noqa: F401
 
 
 def _hwm_kb() -> int:
@@ -224,7 +219,7 @@ def _fmt_row(label: str, kind: str, st: dict, ref: dict | None, facts: dict) -> 
     ratio = f"{st['wall_med'] / ref['wall_med']:.2f}x" if ref else ""
     cpu_ratio = f"{st['cpu_med'] / ref['cpu_med']:.2f}x" if ref else ""
     rss_x = st["rss_mb"] / facts["json_mb"] if facts.get("json_mb") else float("nan")
-    return (f"| {label} | {facts.get('events', 0):,} | {facts.get('json_mb', 0):.0f} | {kind} | {st['n']} | "
+    return (f"| {label} | {facts.get('events', 0):,} | {facts.get('json_mb', 0):.1f} | {kind} | {st['n']} | "
             f"{st['wall_med']:.2f} ({st['wall_min']:.2f}–{st['wall_max']:.2f}) | {ratio} | {st['cpu_med']:.2f} | "
             f"{cpu_ratio} | {st['rss_mb']:.0f} ({st['base_rss_mb']:.0f}) | {rss_x:.2f} |")
 
@@ -400,7 +395,7 @@ def run_other(args: argparse.Namespace, info: dict) -> None:
     missing = "" if any(lab == "xplane" for lab, *_ in extra) else (
         "\nXPlane: not measured (profilers/xplane.py is not on this branch yet).\n")
     block = "\n".join([*header(info, "the bare parse (`orjson` for rocprofv3 JSON, `xspace`: "
-                                      "XSpace.ParseFromString for XPlane)"),
+                                      "the upb protobuf parse of the XSpace for XPlane)"),
                        *table(stats, facts, [lab for lab, *_ in extra], ref), missing])
     write_markdown(block, "ingest-other")
     print("wrote BENCHMARKS.md (ingest-other)", flush=True)
