@@ -230,40 +230,56 @@ def read_process(proc: Any, path: Path) -> Process:
     return Process(acts, calls, agents, len(acts) + len(calls), info)
 
 
+def _per_unique(values: list, fn) -> list:
+    """fn applied once per distinct value (kernel names and agents repeat thousands of times)."""
+    cache = {v: fn(v) for v in set(values)}
+    return [cache[v] for v in values]
+
+
 def tables(procs: list[Process]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One op row and one kernels row per activity, times in us from the first event."""
     starts = [a.start_ns for p in procs for a in p.activities] + [c.start_ns for p in procs for c in p.calls.values()]
     t0 = min(starts) if starts else 0.0
-    ops: dict[str, list] = {k: [] for k in ("name", "op_class", "device_name", "stream", "start_us",
-                                             "host_us", "device_us", "bytes", "synthetic")}
-    kern: dict[str, list] = {k: [] for k in ("name", "kind", "device_id", "stream", "start_us", "dur_us", "correlation")}
+    acts: list[Activity] = []
+    calls: list[ApiCall | None] = []
+    agents: list[dict | None] = []
     for p in procs:
-        for a in sorted(p.activities, key=lambda a: a.start_ns):
-            call = p.calls.get(a.correlation)
-            dur_us = (a.end_ns - a.start_ns) / 1e3
-            agent = p.agents.get(a.agent)
-            ops["name"].append(a.name)
-            ops["op_class"].append("copy" if a.kind == "memcpy" else classify_kernel(a.name))
-            ops["device_name"].append(agent_label(agent))
-            ops["stream"].append(a.queue)
-            ops["start_us"].append(((call.start_ns if call else a.start_ns) - t0) / 1e3)
-            ops["host_us"].append((call.end_ns - call.start_ns) / 1e3 if call else 0.0)
-            ops["device_us"].append(dur_us)
-            ops["bytes"].append(a.bytes)
-            ops["synthetic"].append(call is None)
-            kern["name"].append(a.name)
-            kern["kind"].append(a.kind)
-            kern["device_id"].append(device_index(agent))
-            kern["stream"].append(a.queue)
-            kern["start_us"].append((a.start_ns - t0) / 1e3)
-            kern["dur_us"].append(dur_us)
-            kern["correlation"].append(a.correlation)
-    n = len(kern["name"])
+        ordered = sorted(p.activities, key=lambda a: a.start_ns)
+        acts += ordered
+        calls += [p.calls.get(a.correlation) for a in ordered]
+        agents += [p.agents.get(a.agent) for a in ordered]
+    n = len(acts)
+    start = (np.fromiter((a.start_ns for a in acts), np.float64, n) - t0) / 1e3
+    dur = np.fromiter((a.end_ns - a.start_ns for a in acts), np.float64, n) / 1e3
+    linked = np.fromiter((c is not None for c in calls), bool, n)
+    call_start = (np.fromiter((c.start_ns if c else 0.0 for c in calls), np.float64, n) - t0) / 1e3
+    call_dur = np.fromiter((c.end_ns - c.start_ns if c else 0.0 for c in calls), np.float64, n) / 1e3
+    # Object columns (not pandas' inferred str dtype): the schema keeps str columns as object.
+    names = pd.Series([a.name for a in acts], dtype=object)
+    kinds = pd.Series([a.kind for a in acts], dtype=object)
+    queues = np.fromiter((a.queue for a in acts), np.int64, n)
+    agent_ids = [id(a) if a is not None else 0 for a in agents]
+    by_id = {id(a): a for a in agents if a is not None}
     op_ids = np.arange(n, dtype=np.int64)
-    ops_df = pd.DataFrame(ops).assign(
-        op_id=op_ids, parent_id=-1, step=-1, framework_op="", module="", device_type="rocm",
-        kernel_count=1, kernels=ops["name"], flops=np.nan, input_shapes="", dtypes="")
-    kern_df = pd.DataFrame(kern).assign(op_id=op_ids, step=-1)
+    ops_df = pd.DataFrame({
+        "name": names,
+        "op_class": pd.Series(["copy" if k == "memcpy" else c for k, c in zip(kinds, _per_unique(names, classify_kernel))],
+                              dtype=object),
+        "device_name": pd.Series(_per_unique(agent_ids, lambda i: agent_label(by_id.get(i))), dtype=object),
+        "stream": queues,
+        "start_us": np.where(linked, call_start, start),
+        "host_us": call_dur,
+        "device_us": dur,
+        "bytes": np.fromiter((a.bytes for a in acts), np.float64, n),
+        "synthetic": ~linked,
+    }).assign(op_id=op_ids, parent_id=-1, step=-1, framework_op="", module="", device_type="rocm",
+              kernel_count=1, kernels=names, flops=np.nan, input_shapes="", dtypes="")
+    kern_df = pd.DataFrame({
+        "name": names, "kind": kinds,
+        "device_id": np.array(_per_unique(agent_ids, lambda i: device_index(by_id.get(i))), dtype=np.int64),
+        "stream": queues, "start_us": start, "dur_us": dur,
+        "correlation": np.fromiter((a.correlation for a in acts), np.int64, n),
+    }).assign(op_id=op_ids, step=-1)
     return ops_df, kern_df
 
 
