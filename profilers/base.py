@@ -65,6 +65,24 @@ def read_head(path: Path, n: int = 4096) -> bytes:
     return raw[:n]
 
 
+def gunzip(data: bytes) -> bytes:
+    """Decompress a gzip file in one allocation. `gzip.decompress` grows its output in
+    blocks and joins them, so it peaks near twice the result; here the output buffer is
+    sized up front from the trailer's ISIZE (the length mod 2**32). The result is checked
+    against that trailer (length and CRC), which also catches multi-member files (the
+    trailer then belongs to the last member); anything unexpected takes the stdlib path."""
+    if len(data) >= 18:
+        isize = int.from_bytes(data[-4:], "little")
+        try:
+            out = zlib.decompress(data, 16 + zlib.MAX_WBITS, max(isize, 1))
+        except zlib.error:
+            out = None
+        if out is not None and len(out) % 2**32 == isize and zlib.crc32(out) == int.from_bytes(data[-8:-4], "little"):
+            return out
+        del out
+    return gzip.decompress(data)
+
+
 def read_bytes(path: Path) -> bytes:
     """Whole file, gunzipped when needed; damage becomes a TraceFormatError."""
     try:
@@ -73,9 +91,9 @@ def read_bytes(path: Path) -> bytes:
         raise TraceFormatError(f"cannot read: {exc.strerror or exc}", path=path) from None
     if data[:2] == GZIP_MAGIC:
         try:
-            data = gzip.decompress(data)
+            data = gunzip(data)
         except (EOFError, OSError, zlib.error) as exc:
             raise TraceFormatError(f"damaged gzip data ({exc})", path=path) from None
-    if not data.strip():
+    if not data or data.isspace():  # not data.strip(): that copies a file ending in a newline
         raise TraceFormatError("file is empty", path=path)
     return data

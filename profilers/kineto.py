@@ -43,7 +43,7 @@ import numpy as np
 from porter.errors import TraceFormatError
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
-from profilers.kineto_events import ANNOTATION_CATS, Document, decode, is_category, split, take
+from profilers.kineto_events import ANNOTATION_CATS, Document, Split, decode, is_category, split, take
 from profilers.kineto_link import DeviceRows, cpu_as_device, link_device
 from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
@@ -85,22 +85,27 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def _decode(data: bytes, path: Path) -> Document:
+def _load(path: Path) -> tuple[Document, Split]:
+    """The document's top level and its events by role. The JSON bytes are dropped once
+    the events are columns (the Raw `traceEvents` was the last reference to them), so
+    they are not alive while the tables are built."""
     try:
-        return decode(data)
+        doc = decode(read_bytes(path))
+        parts = split(doc.traceEvents)
     except msgspec.ValidationError as exc:  # valid JSON, wrong shape (a DecodeError subclass)
         raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({_one_line(exc)})", path=path) from None
     except RecursionError:
         raise TraceFormatError("invalid JSON (nested too deeply)", path=path) from None
+    doc.traceEvents = msgspec.Raw()
+    return doc, parts
 
 
 def read(path: Path) -> ReadResult:
     """Read a Kineto trace into the common schema (see the module docstring for the rules)."""
     path = Path(path)
-    doc = _decode(read_bytes(path), path)
-    parts = split(doc.traceEvents)
+    doc, parts = _load(path)
     markers = separate_markers(parts.ops)
     ops, runtime = markers.ops, parts.runtime
     by_start = np.argsort(parts.device.ts, kind="stable")
@@ -122,7 +127,7 @@ def read(path: Path) -> ReadResult:
     n_syn = len(rows.synthetic_names)
     n_all = len(ops) + n_syn
     is_annotation = np.append(is_category(ops.cat, ANNOTATION_CATS), np.zeros(n_syn, dtype=bool))
-    names = np.array(list(ops.name) + rows.synthetic_names, dtype=object)
+    names = np.concatenate([ops.name, np.array(rows.synthetic_names, dtype=object)])
     framework_op = names.copy()
     framework_op[is_annotation] = ""
     framework_op[len(ops):] = ""
@@ -135,7 +140,7 @@ def read(path: Path) -> ReadResult:
         "name": names,
         "framework_op": framework_op,
         "op_class": op_classes(np.where(is_annotation, names, framework_op), kernel_names),
-        "module": np.concatenate([module_from_hierarchy(scopes.at(op_key), ops.args), rows.synthetic_module]),
+        "module": np.concatenate([module_from_hierarchy(scopes.at(op_key), ops.hierarchy), rows.synthetic_module]),
         "start_us": np.concatenate([op_start, rows.synthetic_start]),
         "host_us": np.concatenate([ops.dur, rows.synthetic_host]),
         "device_us": np.bincount(rows.op, weights=rows.dur, minlength=n_all),
@@ -143,15 +148,15 @@ def read(path: Path) -> ReadResult:
         "kernels": kernel_names,
         "stream": first_stream(rows.op, rows.stream, n_all),
         "synthetic": np.arange(n_all) >= len(ops),
-        **op_table_columns(ops.args, n_syn),
+        **op_table_columns(ops, n_syn),
     })
     kernels = frame({
         "op_id": rows.op, "step": step[rows.op], "name": rows.name, "kind": rows.kind,
         "device_id": rows.device_id, "stream": rows.stream, "start_us": rows.start,
         "dur_us": rows.dur, "correlation": rows.correlation,
     })
-    dtype = device_type(doc, parts.categories, runtime.name[:64], has_device_work=len(device) > 0)
-    meta = trace_meta(doc, dtype, len(doc.traceEvents), _extra(rows, len(ops), cpu=len(device) == 0))
+    dtype = device_type(doc, parts.categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
+    meta = trace_meta(doc, dtype, parts.events_read, _extra(rows, len(ops), cpu=len(device) == 0))
     ops_table["device_type"] = meta.device_type
     ops_table["device_name"] = meta.device_name
     return ReadResult(ops_table, kernels, meta)
