@@ -86,19 +86,18 @@ def _one_line(exc: Exception) -> str:
 
 
 def _load(path: Path) -> tuple[Document, Split]:
-    """The document's top level and its events by role. The JSON bytes are dropped once
-    the events are columns (the Raw `traceEvents` was the last reference to them), so
-    they are not alive while the tables are built."""
+    """The document's top level and its events by role. The JSON bytes are freed once
+    the events are columns (split consumes the Raw `traceEvents`, their last reference),
+    so they are not alive while the tables are built."""
     try:
         doc = decode(read_bytes(path))
-        parts = split(doc.traceEvents)
+        parts = split(doc)
     except msgspec.ValidationError as exc:  # valid JSON, wrong shape (a DecodeError subclass)
         raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({_one_line(exc)})", path=path) from None
     except RecursionError:
         raise TraceFormatError("invalid JSON (nested too deeply)", path=path) from None
-    doc.traceEvents = msgspec.Raw()
     return doc, parts
 
 
@@ -132,6 +131,8 @@ def read(path: Path) -> ReadResult:
     framework_op[is_annotation] = ""
     framework_op[len(ops):] = ""
     step = steps_at(markers, clock, np.concatenate([op_start, rows.synthetic_start]))
+    dtype = device_type(doc, parts.categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
+    meta = trace_meta(doc, dtype, parts.events_read, _extra(rows, len(ops), cpu=len(device) == 0))
     kernel_names = distinct_names(rows.op, rows.name, n_all)
     ops_table = frame({
         "op_id": np.arange(n_all, dtype=np.int64),
@@ -149,16 +150,16 @@ def read(path: Path) -> ReadResult:
         "stream": first_stream(rows.op, rows.stream, n_all),
         "synthetic": np.arange(n_all) >= len(ops),
         **op_table_columns(ops, n_syn),
+        # One shared str per row, as object columns: assigning a scalar afterwards would
+        # make pandas' str dtype, which the schema's coercion turns back into per-row strs.
+        "device_type": np.full(n_all, meta.device_type, dtype=object),
+        "device_name": np.full(n_all, meta.device_name, dtype=object),
     })
     kernels = frame({
         "op_id": rows.op, "step": step[rows.op], "name": rows.name, "kind": rows.kind,
         "device_id": rows.device_id, "stream": rows.stream, "start_us": rows.start,
         "dur_us": rows.dur, "correlation": rows.correlation,
     })
-    dtype = device_type(doc, parts.categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
-    meta = trace_meta(doc, dtype, parts.events_read, _extra(rows, len(ops), cpu=len(device) == 0))
-    ops_table["device_type"] = meta.device_type
-    ops_table["device_name"] = meta.device_name
     return ReadResult(ops_table, kernels, meta)
 
 

@@ -70,7 +70,7 @@ class Document(msgspec.Struct):
 
 _DECODER = msgspec.json.Decoder(Document)
 _EVENTS = msgspec.json.Decoder(list[Event])
-SLICE_BYTES = 8 << 20
+SLICE_BYTES = 4 << 20
 _MAX_CUT_TRIES = 8
 
 OP, RUNTIME, KERNEL, MEMCPY, MEMSET, MTIA_DEVICE, PYTHON = range(1, 8)
@@ -119,7 +119,9 @@ def _next_cut(view: memoryview, pos: int, end: int) -> int:
 def _in_document(exc: msgspec.ValidationError, offset: int) -> msgspec.ValidationError:
     """A slice's error, with its path (`$[i]...`) rewritten as the document's (`$.traceEvents[offset+i]...`)."""
     text = re.sub(r"`\$\[(\d+)\]", lambda m: f"`$.traceEvents[{offset + int(m.group(1))}]", str(exc))
-    return msgspec.ValidationError(text.replace("`$`", "`$.traceEvents`"))
+    if "- at `$" not in text:  # msgspec leaves the top level's path out
+        text += " - at `$.traceEvents`"
+    return msgspec.ValidationError(text)
 
 
 def events(raw: msgspec.Raw, slice_bytes: int = SLICE_BYTES) -> Iterator[list[Event]]:
@@ -152,8 +154,9 @@ def events(raw: msgspec.Raw, slice_bytes: int = SLICE_BYTES) -> Iterator[list[Ev
                 if cut >= end:
                     raise
                 cut = end if tries >= _MAX_CUT_TRIES else _next_cut(view, cut + 1, end)
-        yield part
         seen += len(part)
+        yield part
+        del part  # not alive while the next slice decodes
         if cut >= end:
             return
         start = cut + 1
@@ -224,13 +227,18 @@ def take(cols: Columns, idx: np.ndarray) -> Columns:
 
 
 def concat(parts: list[Columns]) -> Columns:
-    """The rows of all parts (at least one, all of one role), in order."""
+    """The rows of all parts (at least one, all of one role), in order. Empties `parts`
+    and joins one field at a time, freeing that field's pieces before the next, so the
+    join never holds two copies of every column (that was the read's peak)."""
     if len(parts) == 1:
-        return parts[0]
+        return parts.pop()
+    pieces = {f.name: [getattr(p, f.name) for p in parts] for f in fields(Columns)}
+    parts.clear()
     out = {}
-    for f in fields(Columns):
-        vals = [getattr(p, f.name) for p in parts]
-        out[f.name] = None if vals[0] is None else np.concatenate(vals)
+    for name in list(pieces):
+        vals = pieces.pop(name)
+        out[name] = None if vals[0] is None else np.concatenate(vals)
+        del vals
     return Columns(**out)
 
 
@@ -322,19 +330,27 @@ class _Slicer:
                      device_kind=kind, modules=self._timed(scopes)[1], events_read=len(events))
 
 
-def split(raw: msgspec.Raw, slice_bytes: int = SLICE_BYTES) -> Split:
-    """Decode the raw `traceEvents` slice by slice and group the events by role."""
+def split(doc: Document, slice_bytes: int = SLICE_BYTES) -> Split:
+    """Decode `doc.traceEvents` slice by slice and group the events by role.
+
+    Consumes `doc.traceEvents` (left an empty Raw): it was the last reference to the
+    document's JSON bytes, which are freed before the slices' columns are joined, so the
+    bytes and two copies of the columns are never alive together."""
     slicer = _Slicer()
-    parts = [slicer.split(part) for part in events(raw, slice_bytes)]
-    return Split(
-        ops=concat([p.ops for p in parts]),
-        runtime=concat([p.runtime for p in parts]),
-        device=concat([p.device for p in parts]),
-        device_kind=np.concatenate([p.device_kind for p in parts]),
-        modules=concat([p.modules for p in parts]),
-        categories=list(slicer.categories),
-        events_read=sum(p.events_read for p in parts),
-    )
+    ops, runtime, device, kind, modules, n = [], [], [], [], [], 0
+    for part in events(doc.traceEvents, slice_bytes):
+        got = slicer.split(part)
+        del part  # the slice's Structs go before the next slice is decoded
+        ops.append(got.ops)
+        runtime.append(got.runtime)
+        device.append(got.device)
+        kind.append(got.device_kind)
+        modules.append(got.modules)
+        n += got.events_read
+    doc.traceEvents = msgspec.Raw()
+    return Split(ops=concat(ops), runtime=concat(runtime), device=concat(device),
+                 device_kind=np.concatenate(kind), modules=concat(modules),
+                 categories=list(slicer.categories), events_read=n)
 
 
 def _device_kind(cat: str, name: Optional[str]) -> str:
