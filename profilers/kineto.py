@@ -43,13 +43,13 @@ import numpy as np
 from porter.errors import TraceFormatError
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
-from profilers.kineto_events import ANNOTATION_CATS, Document, Split, decode, is_category, split, take
+from profilers.kineto_events import ANNOTATION_CATS, Columns, Document, Split, decode, is_category, split, take
 from profilers.kineto_link import DeviceRows, cpu_as_device, link_device
 from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
     distinct_names, first_stream, frame, module_from_hierarchy, op_classes, op_table_columns,
 )
-from profilers.kineto_scopes import Scopes, make_clock, separate_markers, steps_at
+from profilers.kineto_scopes import Clock, Scopes, make_clock, separate_markers, steps_at
 
 FORMAT = "kineto"
 
@@ -101,27 +101,35 @@ def _load(path: Path) -> tuple[Document, Split]:
     return doc, parts
 
 
+def _attribute(clock: Clock, scopes: Scopes, ops: Columns, runtime: Columns, device: Columns,
+               device_kind: np.ndarray) -> tuple[np.ndarray, DeviceRows]:
+    """Each op's parent op, and the device rows with the ops they belong to. The op
+    nesting's sparse table (~log2(n) arrays of n floats: 40 MB at 270k ops) lives only
+    inside this call, not while the tables are built."""
+    op_key = clock.key(ops)
+    op_nest = Nesting(op_key, op_key + ops.dur)
+    op_parent = op_nest.parents()
+    if len(device):
+        return op_parent, link_device(clock, scopes, op_nest, len(ops), runtime, device, device_kind)
+    return op_parent, cpu_as_device(ops, clock.rel(ops), op_parent)  # CPU-only: the CPU is the device
+
+
 def read(path: Path) -> ReadResult:
     """Read a Kineto trace into the common schema (see the module docstring for the rules)."""
     path = Path(path)
     doc, parts = _load(path)
     markers = separate_markers(parts.ops)
-    ops, runtime = markers.ops, parts.runtime
+    ops, runtime, modules = markers.ops, parts.runtime, parts.modules
     by_start = np.argsort(parts.device.ts, kind="stable")
     device, device_kind = take(parts.device, by_start), parts.device_kind[by_start]
+    categories, events_read = parts.categories, parts.events_read
+    del parts, by_start  # the unsorted op and device columns, copied into markers and device
     if len(ops) == 0 and len(device) == 0:
         raise TraceFormatError("no ops or device activity with durations (empty trace)", path=path)
-    clock = make_clock(path, [ops, runtime, parts.modules, markers.scopes], [device, markers.steps])
-    scopes = Scopes(clock, markers.scopes, parts.modules)
-
-    op_key = clock.key(ops)
-    op_nest = Nesting(op_key, op_key + ops.dur)
-    op_parent = op_nest.parents()
+    clock = make_clock(path, [ops, runtime, modules, markers.scopes], [device, markers.steps])
+    scopes = Scopes(clock, markers.scopes, modules)
+    op_parent, rows = _attribute(clock, scopes, ops, runtime, device, device_kind)
     op_start = clock.rel(ops)
-    if len(device):
-        rows = link_device(clock, scopes, op_nest, len(ops), runtime, device, device_kind)
-    else:  # CPU-only: the CPU is the device, self CPU time is device time.
-        rows = cpu_as_device(ops, op_start, op_parent)
 
     n_syn = len(rows.synthetic_names)
     n_all = len(ops) + n_syn
@@ -131,8 +139,8 @@ def read(path: Path) -> ReadResult:
     framework_op[is_annotation] = ""
     framework_op[len(ops):] = ""
     step = steps_at(markers, clock, np.concatenate([op_start, rows.synthetic_start]))
-    dtype = device_type(doc, parts.categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
-    meta = trace_meta(doc, dtype, parts.events_read, _extra(rows, len(ops), cpu=len(device) == 0))
+    dtype = device_type(doc, categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
+    meta = trace_meta(doc, dtype, events_read, _extra(rows, len(ops), cpu=len(device) == 0))
     kernel_names = distinct_names(rows.op, rows.name, n_all)
     ops_table = frame({
         "op_id": np.arange(n_all, dtype=np.int64),
@@ -141,7 +149,7 @@ def read(path: Path) -> ReadResult:
         "name": names,
         "framework_op": framework_op,
         "op_class": op_classes(np.where(is_annotation, names, framework_op), kernel_names),
-        "module": np.concatenate([module_from_hierarchy(scopes.at(op_key), ops.hierarchy), rows.synthetic_module]),
+        "module": np.concatenate([module_from_hierarchy(scopes.at(clock.key(ops)), ops.hierarchy), rows.synthetic_module]),
         "start_us": np.concatenate([op_start, rows.synthetic_start]),
         "host_us": np.concatenate([ops.dur, rows.synthetic_host]),
         "device_us": np.bincount(rows.op, weights=rows.dur, minlength=n_all),
