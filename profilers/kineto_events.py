@@ -4,7 +4,7 @@ Speed and memory matter here: production traces run to millions of events and hu
 of MB of JSON. msgspec decodes straight into slotted Structs that name only the fields
 porter uses (everything else in `args`, flow events' ids, stacks, memory counters, is
 skipped by the parser without building Python objects). The `traceEvents` array is
-decoded a slice (~8 MB of JSON) at a time, and each slice's events are split by role and
+decoded a slice (~4 MB of JSON) at a time, and each slice's events are split by role and
 moved into compact columns before the next slice is decoded, so only one slice of Structs
 is ever alive (a Struct per event costs ~2x its JSON text). Repeated strings (names,
 thread ids, shapes) are interned so the columns share one str object per distinct value.
