@@ -43,13 +43,13 @@ import numpy as np
 from porter.errors import TraceFormatError
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
-from profilers.kineto_events import ANNOTATION_CATS, Document, decode, is_category, split, take
+from profilers.kineto_events import ANNOTATION_CATS, Columns, Document, Split, decode, is_category, split, take
 from profilers.kineto_link import DeviceRows, cpu_as_device, link_device
 from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
     distinct_names, first_stream, frame, module_from_hierarchy, op_classes, op_table_columns,
 )
-from profilers.kineto_scopes import Scopes, make_clock, separate_markers, steps_at
+from profilers.kineto_scopes import Clock, Scopes, make_clock, separate_markers, steps_at
 
 FORMAT = "kineto"
 
@@ -85,48 +85,62 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def _decode(data: bytes, path: Path) -> Document:
+def _load(path: Path) -> tuple[Document, Split]:
+    """The document's top level and its events by role. The JSON bytes are freed once
+    the events are columns (split consumes the Raw `traceEvents`, their last reference),
+    so they are not alive while the tables are built."""
     try:
-        return decode(data)
+        doc = decode(read_bytes(path))
+        parts = split(doc)
     except msgspec.ValidationError as exc:  # valid JSON, wrong shape (a DecodeError subclass)
         raise TraceFormatError(f"not a Kineto trace ({_one_line(exc)})", path=path) from None
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({_one_line(exc)})", path=path) from None
     except RecursionError:
         raise TraceFormatError("invalid JSON (nested too deeply)", path=path) from None
+    return doc, parts
+
+
+def _attribute(clock: Clock, scopes: Scopes, ops: Columns, runtime: Columns, device: Columns,
+               device_kind: np.ndarray) -> tuple[np.ndarray, DeviceRows]:
+    """Each op's parent op, and the device rows with the ops they belong to. The op
+    nesting's sparse table (~log2(n) arrays of n floats: 40 MB at 270k ops) lives only
+    inside this call, not while the tables are built."""
+    op_key = clock.key(ops)
+    op_nest = Nesting(op_key, op_key + ops.dur)
+    op_parent = op_nest.parents()
+    if len(device):
+        return op_parent, link_device(clock, scopes, op_nest, len(ops), runtime, device, device_kind)
+    return op_parent, cpu_as_device(ops, clock.rel(ops), op_parent)  # CPU-only: the CPU is the device
 
 
 def read(path: Path) -> ReadResult:
     """Read a Kineto trace into the common schema (see the module docstring for the rules)."""
     path = Path(path)
-    doc = _decode(read_bytes(path), path)
-    parts = split(doc.traceEvents)
+    doc, parts = _load(path)
     markers = separate_markers(parts.ops)
-    ops, runtime = markers.ops, parts.runtime
+    ops, runtime, modules = markers.ops, parts.runtime, parts.modules
     by_start = np.argsort(parts.device.ts, kind="stable")
     device, device_kind = take(parts.device, by_start), parts.device_kind[by_start]
+    categories, events_read = parts.categories, parts.events_read
+    del parts, by_start  # the unsorted op and device columns, copied into markers and device
     if len(ops) == 0 and len(device) == 0:
         raise TraceFormatError("no ops or device activity with durations (empty trace)", path=path)
-    clock = make_clock(path, [ops, runtime, parts.modules, markers.scopes], [device, markers.steps])
-    scopes = Scopes(clock, markers.scopes, parts.modules)
-
-    op_key = clock.key(ops)
-    op_nest = Nesting(op_key, op_key + ops.dur)
-    op_parent = op_nest.parents()
+    clock = make_clock(path, [ops, runtime, modules, markers.scopes], [device, markers.steps])
+    scopes = Scopes(clock, markers.scopes, modules)
+    op_parent, rows = _attribute(clock, scopes, ops, runtime, device, device_kind)
     op_start = clock.rel(ops)
-    if len(device):
-        rows = link_device(clock, scopes, op_nest, len(ops), runtime, device, device_kind)
-    else:  # CPU-only: the CPU is the device, self CPU time is device time.
-        rows = cpu_as_device(ops, op_start, op_parent)
 
     n_syn = len(rows.synthetic_names)
     n_all = len(ops) + n_syn
     is_annotation = np.append(is_category(ops.cat, ANNOTATION_CATS), np.zeros(n_syn, dtype=bool))
-    names = np.array(list(ops.name) + rows.synthetic_names, dtype=object)
+    names = np.concatenate([ops.name, np.array(rows.synthetic_names, dtype=object)])
     framework_op = names.copy()
     framework_op[is_annotation] = ""
     framework_op[len(ops):] = ""
     step = steps_at(markers, clock, np.concatenate([op_start, rows.synthetic_start]))
+    dtype = device_type(doc, categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
+    meta = trace_meta(doc, dtype, events_read, _extra(rows, len(ops), cpu=len(device) == 0))
     kernel_names = distinct_names(rows.op, rows.name, n_all)
     ops_table = frame({
         "op_id": np.arange(n_all, dtype=np.int64),
@@ -135,7 +149,7 @@ def read(path: Path) -> ReadResult:
         "name": names,
         "framework_op": framework_op,
         "op_class": op_classes(np.where(is_annotation, names, framework_op), kernel_names),
-        "module": np.concatenate([module_from_hierarchy(scopes.at(op_key), ops.args), rows.synthetic_module]),
+        "module": np.concatenate([module_from_hierarchy(scopes.at(clock.key(ops)), ops.hierarchy), rows.synthetic_module]),
         "start_us": np.concatenate([op_start, rows.synthetic_start]),
         "host_us": np.concatenate([ops.dur, rows.synthetic_host]),
         "device_us": np.bincount(rows.op, weights=rows.dur, minlength=n_all),
@@ -143,17 +157,17 @@ def read(path: Path) -> ReadResult:
         "kernels": kernel_names,
         "stream": first_stream(rows.op, rows.stream, n_all),
         "synthetic": np.arange(n_all) >= len(ops),
-        **op_table_columns(ops.args, n_syn),
+        **op_table_columns(ops, n_syn),
+        # One shared str per row, as object columns: assigning a scalar afterwards would
+        # make pandas' str dtype, which the schema's coercion turns back into per-row strs.
+        "device_type": np.full(n_all, meta.device_type, dtype=object),
+        "device_name": np.full(n_all, meta.device_name, dtype=object),
     })
     kernels = frame({
         "op_id": rows.op, "step": step[rows.op], "name": rows.name, "kind": rows.kind,
         "device_id": rows.device_id, "stream": rows.stream, "start_us": rows.start,
         "dur_us": rows.dur, "correlation": rows.correlation,
     })
-    dtype = device_type(doc, parts.categories, runtime.name[:64], has_device_work=len(device) > 0)
-    meta = trace_meta(doc, dtype, len(doc.traceEvents), _extra(rows, len(ops), cpu=len(device) == 0))
-    ops_table["device_type"] = meta.device_type
-    ops_table["device_name"] = meta.device_name
     return ReadResult(ops_table, kernels, meta)
 
 

@@ -1,10 +1,13 @@
 """Decode a Kineto (PyTorch profiler) JSON document into per-role numpy columns.
 
-Speed matters here: traces run to 100k+ events and tens of MB. msgspec decodes straight
-into slotted Structs that name only the fields porter uses (everything else in `args`,
-flow events' ids, stacks, memory counters, is skipped by the parser without building
-Python objects). Events are then split by role with one pass over their categories, and
-each role's fields are pulled out only for that role's events.
+Speed and memory matter here: production traces run to millions of events and hundreds
+of MB of JSON. msgspec decodes straight into slotted Structs that name only the fields
+porter uses (everything else in `args`, flow events' ids, stacks, memory counters, is
+skipped by the parser without building Python objects). The `traceEvents` array is
+decoded a slice (~4 MB of JSON) at a time, and each slice's events are split by role and
+moved into compact columns before the next slice is decoded, so only one slice of Structs
+is ever alive (a Struct per event costs ~2x its JSON text). Repeated strings (names,
+thread ids, shapes) are interned so the columns share one str object per distinct value.
 
 Roles, by the event's `cat` (case-insensitive, covering old and new Kineto spellings):
 ops (cpu_op, operator, user_annotation), runtime calls that carry the `correlation` id
@@ -16,8 +19,9 @@ instant events, metadata, gpu_user_annotation, cuda_sync) is ignored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator, Optional, Union
 
 import msgspec
 import numpy as np
@@ -50,7 +54,7 @@ class Event(msgspec.Struct, gc=False):
 class Document(msgspec.Struct):
     """Top level of a Kineto trace; unnamed keys are skipped."""
 
-    traceEvents: list[Event]
+    traceEvents: msgspec.Raw  # a view into the document's bytes, decoded slice by slice (events())
     deviceProperties: Any = None
     metadata: Any = None
     distributedInfo: Any = None
@@ -65,6 +69,9 @@ class Document(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(Document)
+_EVENTS = msgspec.json.Decoder(list[Event])
+SLICE_BYTES = 4 << 20
+_MAX_CUT_TRIES = 8
 
 OP, RUNTIME, KERNEL, MEMCPY, MEMSET, MTIA_DEVICE, PYTHON = range(1, 8)
 _ROLE_OF_CAT = {
@@ -91,27 +98,148 @@ _ROLE_OF_CAT = {
 ANNOTATION_CATS = frozenset({"user_annotation"})
 # MTIA command-processor records that mark stream synchronisation, not device work.
 MTIA_SYNC_NAMES = frozenset({"event_wait", "event_record"})
+NN_MODULE = "nn.Module: "
 
 
 def decode(data: bytes) -> Document:
-    """Parse the JSON document (msgspec errors propagate for the caller to word)."""
+    """Parse the top level; `traceEvents` stays raw (msgspec errors propagate for the caller to word)."""
     return _DECODER.decode(data)
+
+
+def _next_cut(view: memoryview, pos: int, end: int) -> int:
+    """Position of the first `},` at or after `pos` (the comma's index), or `end` when none."""
+    while pos < end:
+        hit = bytes(view[pos : min(pos + (1 << 16), end)]).find(b"},")
+        if hit >= 0:
+            return pos + hit + 1
+        pos += (1 << 16) - 1  # keep one byte of overlap: a `},` may straddle two windows
+    return end
+
+
+def _in_document(exc: msgspec.ValidationError, offset: int) -> msgspec.ValidationError:
+    """A slice's error, with its path (`$[i]...`) rewritten as the document's (`$.traceEvents[offset+i]...`)."""
+    text = re.sub(r"`\$\[(\d+)\]", lambda m: f"`$.traceEvents[{offset + int(m.group(1))}]", str(exc))
+    if "- at `$" not in text:  # msgspec leaves the top level's path out
+        text += " - at `$.traceEvents`"
+    return msgspec.ValidationError(text)
+
+
+def events(raw: msgspec.Raw, slice_bytes: int = SLICE_BYTES) -> Iterator[list[Event]]:
+    """The events of the raw `traceEvents` array, in slices of about `slice_bytes` of JSON.
+
+    A slice ends at a `},` found by a byte search. That is only a guess (it may close a
+    nested object or sit inside a string), but a wrong guess always leaves the slice
+    invalid JSON (it ends inside an event), so decoding checks it: a DecodeError moves the
+    cut to the next candidate; after a few misses the rest is decoded in one piece, which
+    also reports real syntax errors as they are. Yields at least one (maybe empty) list."""
+    view = memoryview(raw)
+    end = len(view) - 1  # index of the closing `]`
+    if end < 1 or view[0] != ord("[") or view[end] != ord("]"):
+        try:
+            yield _EVENTS.decode(raw)  # not an array: let msgspec word the error
+        except msgspec.ValidationError as exc:
+            raise _in_document(exc, 0) from None
+        return
+    start, seen = 1, 0
+    while True:
+        cut, tries = _next_cut(view, start + slice_bytes, end), 0
+        while True:
+            try:
+                part = _EVENTS.decode(b"".join((b"[", view[start:cut], b"]")))
+                break
+            except msgspec.ValidationError as exc:
+                raise _in_document(exc, seen) from None
+            except msgspec.DecodeError:
+                tries += 1
+                if cut >= end:
+                    raise
+                cut = end if tries >= _MAX_CUT_TRIES else _next_cut(view, cut + 1, end)
+        seen += len(part)
+        yield part
+        del part  # not alive while the next slice decodes
+        if cut >= end:
+            return
+        start = cut + 1
+
+
+class Interner:
+    """Maps values to one shared object per distinct value, across slices: a column of
+    1M op names then costs 8 bytes a row plus its few hundred distinct strs, not a str
+    object per row (msgspec makes a new str for every string value it decodes)."""
+
+    def __init__(self, missing: Any):
+        self._pool: dict[Any, Any] = {}
+        self._missing = missing
+
+    def __call__(self, values: list) -> np.ndarray:
+        """Object array of `values` (None becomes `missing`) made of pooled objects."""
+        if not values:
+            return np.zeros(0, dtype=object)
+        codes, uniques = pd.factorize(np.array(values, dtype=object))
+        pool = self._pool
+        shared = [pool.setdefault(u, u) for u in uniques.tolist()]
+        shared.append(self._missing)  # code -1: None
+        return np.array(shared, dtype=object)[codes]
+
+
+_SEP = b"\x1e"  # ASCII record separator: never inside JSON text Kineto writes
+
+
+def raw_texts(raws: list[msgspec.Raw]) -> list[str]:
+    """Raw JSON fragments as str ("" for absent or null), joined and split once in C
+    rather than decoded one by one."""
+    if not raws:
+        return []
+    texts = _SEP.join(raws).decode("utf-8", "replace").split("\x1e")
+    if len(texts) != len(raws):  # a separator inside a string value: fall back to one by one
+        texts = [bytes(r).decode("utf-8", "replace") for r in raws]
+    return ["" if t == "null" else t for t in texts]
 
 
 @dataclass
 class Columns:
-    """Fields of one role's events, aligned by position."""
+    """Fields of one role's events, aligned by position. The optional fields are filled
+    only for the roles that use them (None otherwise)."""
 
-    name: list[str]
-    cat: list[str]
-    pid: list[IntOrStr]
-    tid: list[IntOrStr]
-    ts: np.ndarray
-    dur: np.ndarray
-    args: list[Optional[Args]]
+    name: np.ndarray  # object: str, "" when missing
+    pid: np.ndarray  # object: int, str or None
+    tid: np.ndarray
+    ts: np.ndarray  # float64
+    dur: np.ndarray  # float64, floored at 0
+    cat: Optional[np.ndarray] = None  # ops: to tell annotations apart
+    correlation: Optional[np.ndarray] = None  # int64, -1 when missing: runtime calls, device rows
+    device: Optional[np.ndarray] = None  # int64 device id: device rows
+    stream: Optional[np.ndarray] = None  # int64: device rows
+    flops: Optional[np.ndarray] = None  # float64, NaN when unknown: ops
+    input_dims: Optional[np.ndarray] = None  # object str, raw JSON text, "" when absent: ops
+    input_type: Optional[np.ndarray] = None
+    concrete_inputs: Optional[np.ndarray] = None
+    hierarchy: Optional[np.ndarray] = None  # object str, `Module Hierarchy` arg, "": ops
 
     def __len__(self) -> int:
-        return len(self.name)
+        return len(self.ts)
+
+
+def take(cols: Columns, idx: np.ndarray) -> Columns:
+    """The rows of `cols` at positions `idx`, in that order."""
+    ix = np.asarray(idx, dtype=np.int64)
+    return Columns(**{f.name: None if (v := getattr(cols, f.name)) is None else v[ix] for f in fields(Columns)})
+
+
+def concat(parts: list[Columns]) -> Columns:
+    """The rows of all parts (at least one, all of one role), in order. Empties `parts`
+    and joins one field at a time, freeing that field's pieces before the next, so the
+    join never holds two copies of every column (that was the read's peak)."""
+    if len(parts) == 1:
+        return parts.pop()
+    pieces = {f.name: [getattr(p, f.name) for p in parts] for f in fields(Columns)}
+    parts.clear()
+    out = {}
+    for name in list(pieces):
+        vals = pieces.pop(name)
+        out[name] = None if vals[0] is None else np.concatenate(vals)
+        del vals
+    return Columns(**out)
 
 
 @dataclass
@@ -124,68 +252,108 @@ class Split:
     device_kind: np.ndarray  # "kernel" / "memcpy" / "memset" per device row
     modules: Columns  # python_function events that are nn.Module scopes
     categories: list[str] = field(default_factory=list)
+    events_read: int = 0
 
 
 def _floats(values: list[Optional[float]]) -> np.ndarray:
     return np.array(values, dtype=np.float64)  # None becomes NaN
 
 
-def _columns(events: list[Event], idx: np.ndarray) -> Columns:
-    sub = [events[i] for i in idx.tolist()]
-    ts = _floats([e.ts for e in sub])
-    dur = _floats([e.dur for e in sub])
-    keep = np.isfinite(ts) & np.isfinite(dur)
-    if not keep.all():
-        sub = [e for e, k in zip(sub, keep.tolist()) if k]
-        ts, dur = ts[keep], dur[keep]
-    names = [e.name for e in sub]
-    if None in names:
-        names = [n if isinstance(n, str) else "" for n in names]
-    return Columns(
-        name=names,
-        cat=[e.cat for e in sub],
-        pid=[e.pid for e in sub],
-        tid=[e.tid for e in sub],
-        ts=ts,
-        dur=np.maximum(dur, 0.0),
-        args=[e.args for e in sub],
-    )
+class _Slicer:
+    """Turns each decoded slice into per-role Columns, sharing interned strings across slices."""
+
+    def __init__(self) -> None:
+        self.strings = Interner("")
+        self.ids = Interner(None)
+        self.categories: dict[str, None] = {}
+
+    def _timed(self, sub: list[Event]) -> tuple[list[Event], Columns]:
+        """The events with a finite start and duration, and their common columns."""
+        ts = _floats([e.ts for e in sub])
+        dur = _floats([e.dur for e in sub])
+        keep = np.isfinite(ts) & np.isfinite(dur)
+        if not keep.all():
+            sub = [e for e, k in zip(sub, keep.tolist()) if k]
+            ts, dur = ts[keep], dur[keep]
+        cols = Columns(
+            name=self.strings([e.name for e in sub]), pid=self.ids([e.pid for e in sub]),
+            tid=self.ids([e.tid for e in sub]), ts=ts, dur=np.maximum(dur, 0.0),
+        )
+        return sub, cols
+
+    def ops(self, sub: list[Event]) -> Columns:
+        sub, cols = self._timed(sub)
+        args = [e.args for e in sub]
+        empty = msgspec.Raw()
+        cols.cat = self.strings([e.cat for e in sub])
+        cols.flops = _floats([None if a is None else a.flops for a in args])
+        for name in ("input_dims", "input_type", "concrete_inputs"):
+            texts = raw_texts([empty if a is None else getattr(a, name) for a in args])
+            setattr(cols, name, self.strings(texts))
+        cols.hierarchy = self.strings([None if a is None else a.module_hierarchy for a in args])
+        return cols
+
+    def runtime(self, sub: list[Event]) -> Columns:
+        sub, cols = self._timed(sub)
+        cols.correlation = ints([None if e.args is None else e.args.correlation for e in sub])
+        return cols
+
+    def device(self, sub: list[Event]) -> tuple[Columns, np.ndarray]:
+        """Device rows that are work (not MTIA sync records), and their kind."""
+        sub, cols = self._timed(sub)
+        kind = np.array([_device_kind(e.cat, e.name) for e in sub], dtype=object)
+        work = np.flatnonzero(kind != "")
+        if len(work) < len(sub):
+            sub = [sub[i] for i in work.tolist()]
+            cols, kind = take(cols, work), kind[work]
+        args = [e.args for e in sub]
+        cols.correlation = ints([None if a is None else a.correlation for a in args])
+        cols.device = ints([None if a is None else a.device for a in args])
+        cols.stream = ints([None if a is None else a.stream for a in args])
+        return cols, kind
+
+    def split(self, events: list[Event]) -> Split:
+        """One slice's events by role; python_function events only when they are module scopes."""
+        codes, cats = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=True)
+        role_of_code = np.array(
+            [_ROLE_OF_CAT.get(c.lower(), 0) if isinstance(c, str) else 0 for c in cats] + [0], dtype=np.int8
+        )
+        self.categories.update((c, None) for c in cats if isinstance(c, str))
+        roles = role_of_code[codes]  # code -1 (missing cat) picks the trailing 0
+
+        def pick(*wanted: int) -> list[Event]:
+            return [events[i] for i in np.flatnonzero(np.isin(roles, wanted)).tolist()]
+
+        scopes = [e for e in pick(PYTHON) if e.name is not None and e.name.startswith(NN_MODULE)]
+        device, kind = self.device(pick(KERNEL, MEMCPY, MEMSET, MTIA_DEVICE))
+        return Split(ops=self.ops(pick(OP)), runtime=self.runtime(pick(RUNTIME)), device=device,
+                     device_kind=kind, modules=self._timed(scopes)[1], events_read=len(events))
 
 
-def split(events: list[Event]) -> Split:
-    """Group events by role; python_function events are kept only when they are module scopes."""
-    codes, cats = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=True)
-    role_of_code = np.array(
-        [_ROLE_OF_CAT.get(c.lower(), 0) if isinstance(c, str) else 0 for c in cats] + [0], dtype=np.int8
-    )
-    roles = role_of_code[codes]  # code -1 (missing cat) picks the trailing 0
+def split(doc: Document, slice_bytes: int = SLICE_BYTES) -> Split:
+    """Decode `doc.traceEvents` slice by slice and group the events by role.
 
-    def pick(*wanted: int) -> np.ndarray:
-        return np.flatnonzero(np.isin(roles, wanted))
-
-    py_idx = pick(PYTHON)
-    py_list = py_idx.tolist()
-    py_names = [events[i].name for i in py_list]
-    scope_idx = np.array(
-        [i for i, n in zip(py_list, py_names) if n is not None and n.startswith("nn.Module: ")], dtype=np.int64
-    )
-    device = _columns(events, pick(KERNEL, MEMCPY, MEMSET, MTIA_DEVICE))
-    kind = np.array([_device_kind(c, n) for c, n in zip(device.cat, device.name)], dtype=object)
-    work = kind != ""
-    if not work.all():
-        device = take(device, np.flatnonzero(work))
-        kind = kind[work]
-    return Split(
-        ops=_columns(events, pick(OP)),
-        runtime=_columns(events, pick(RUNTIME)),
-        device=device,
-        device_kind=kind,
-        modules=_columns(events, scope_idx),
-        categories=[c for c in cats if isinstance(c, str)],
-    )
+    Consumes `doc.traceEvents` (left an empty Raw): it was the last reference to the
+    document's JSON bytes, which are freed before the slices' columns are joined, so the
+    bytes and two copies of the columns are never alive together."""
+    slicer = _Slicer()
+    ops, runtime, device, kind, modules, n = [], [], [], [], [], 0
+    for part in events(doc.traceEvents, slice_bytes):
+        got = slicer.split(part)
+        del part  # the slice's Structs go before the next slice is decoded
+        ops.append(got.ops)
+        runtime.append(got.runtime)
+        device.append(got.device)
+        kind.append(got.device_kind)
+        modules.append(got.modules)
+        n += got.events_read
+    doc.traceEvents = msgspec.Raw()
+    return Split(ops=concat(ops), runtime=concat(runtime), device=concat(device),
+                 device_kind=np.concatenate(kind), modules=concat(modules),
+                 categories=list(slicer.categories), events_read=n)
 
 
-def _device_kind(cat: str, name: str) -> str:
+def _device_kind(cat: str, name: Optional[str]) -> str:
     role = _ROLE_OF_CAT.get(cat.lower(), 0)
     if role == MEMCPY:
         return "memcpy"
@@ -194,18 +362,8 @@ def _device_kind(cat: str, name: str) -> str:
     if role == MTIA_DEVICE:
         if name in MTIA_SYNC_NAMES:
             return ""
-        return "memcpy" if name.startswith("dma") else "kernel"
+        return "memcpy" if name is not None and name.startswith("dma") else "kernel"
     return "kernel"
-
-
-def take(cols: Columns, idx: np.ndarray) -> Columns:
-    """The rows of `cols` at positions `idx`, in that order."""
-    ix = np.asarray(idx, dtype=np.int64).tolist()
-    return Columns(
-        name=[cols.name[i] for i in ix], cat=[cols.cat[i] for i in ix],
-        pid=[cols.pid[i] for i in ix], tid=[cols.tid[i] for i in ix],
-        ts=cols.ts[ix], dur=cols.dur[ix], args=[cols.args[i] for i in ix],
-    )
 
 
 def is_category(cats: list[str], wanted: frozenset[str]) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from profilers.intervals import Nesting
-from profilers.kineto_events import Columns, ints
+from profilers.kineto_events import Columns
 from profilers.kineto_scopes import Clock, Scopes
 
 
@@ -22,7 +22,7 @@ class DeviceRows:
     """The kernels table's columns (before steps), plus the synthetic ops they needed."""
 
     op: np.ndarray
-    name: list[str]
+    name: np.ndarray  # object
     kind: np.ndarray
     device_id: np.ndarray
     stream: np.ndarray
@@ -33,10 +33,6 @@ class DeviceRows:
     synthetic_start: np.ndarray
     synthetic_host: np.ndarray
     synthetic_module: np.ndarray
-
-
-def _correlations(cols: Columns) -> np.ndarray:
-    return ints([None if a is None else a.correlation for a in cols.args])
 
 
 def _launch_calls(rt_corr: np.ndarray, rt_op: np.ndarray, k_corr: np.ndarray) -> np.ndarray:
@@ -58,8 +54,8 @@ def link_device(clock: Clock, scopes: Scopes, op_nest: Nesting, n_ops: int,
     """Attribute device rows (sorted by start) to ops, adding synthetic ops for the unlaunched."""
     rt_key = clock.key(runtime)
     rt_op = op_nest.enclosing(rt_key)
-    k_corr = _correlations(device)
-    k_call = _launch_calls(_correlations(runtime), rt_op, k_corr)
+    k_corr = device.correlation
+    k_call = _launch_calls(runtime.correlation, rt_op, k_corr)
     has_call = k_call >= 0
     k_op = np.where(has_call, rt_op[np.clip(k_call, 0, None)] if len(runtime) else -1, -1)
 
@@ -78,13 +74,10 @@ def link_device(clock: Clock, scopes: Scopes, op_nest: Nesting, n_ops: int,
     syn_module[with_call] = scopes.at(rt_key[ci])
     k_op[lost] = n_ops + codes
 
-    args = device.args
     return DeviceRows(
-        op=k_op, name=device.name, kind=kind,
-        device_id=ints([None if a is None else a.device for a in args]),
-        stream=ints([None if a is None else a.stream for a in args]),
+        op=k_op, name=device.name, kind=kind, device_id=device.device, stream=device.stream,
         start=k_start, dur=device.dur, correlation=k_corr,
-        synthetic_names=[device.name[i] for i in first.tolist()],
+        synthetic_names=device.name[first].tolist(),
         synthetic_start=syn_start, synthetic_host=syn_host, synthetic_module=syn_module,
     )
 
@@ -96,7 +89,7 @@ def cpu_as_device(ops: Columns, op_start: np.ndarray, op_parent: np.ndarray) -> 
     self_us = ops.dur - np.bincount(op_parent[child], weights=ops.dur[child], minlength=n)
     none = np.full(n, -1, dtype=np.int64)
     return DeviceRows(
-        op=np.arange(n, dtype=np.int64), name=list(ops.name), kind=np.full(n, "kernel", dtype=object),
+        op=np.arange(n, dtype=np.int64), name=ops.name, kind=np.full(n, "kernel", dtype=object),
         device_id=none, stream=none, start=op_start, dur=np.maximum(self_us, 0.0), correlation=none,
         synthetic_names=[], synthetic_start=np.zeros(0), synthetic_host=np.zeros(0),
         synthetic_module=np.zeros(0, dtype=object),

@@ -4,46 +4,23 @@ aggregates over each op's device rows (distinct kernel names, first stream, op c
 
 from __future__ import annotations
 
-from typing import Optional
-
-import msgspec
 import numpy as np
 import pandas as pd
 
 from porter.opclass import classify
 
-from profilers.kineto_events import Args
+from profilers.kineto_events import Columns
 
 
-_SEP = b"\x1e"  # ASCII record separator: never inside JSON text Kineto writes
-
-
-def _raw_texts(raws: list[msgspec.Raw]) -> np.ndarray:
-    """Raw JSON fragments as str, joined and split once in C rather than decoded one by one."""
-    if not raws:
-        return np.zeros(0, dtype=object)
-    texts = np.array(_SEP.join(raws).decode("utf-8", "replace").split("\x1e"), dtype=object)
-    if len(texts) != len(raws):  # a separator inside a string value: fall back to one by one
-        texts = np.array([bytes(r).decode("utf-8", "replace") for r in raws], dtype=object)
-    texts[texts == "null"] = ""
-    return texts
-
-
-def op_table_columns(args: list[Optional[Args]], n_synthetic: int) -> dict[str, np.ndarray]:
-    """flops, bytes, input_shapes, dtypes, concrete_inputs for the ops (None args -> unknown),
-    then synthetic rows."""
-    empty = msgspec.Raw()
+def op_table_columns(ops: Columns, n_synthetic: int) -> dict[str, np.ndarray]:
+    """flops, bytes, input_shapes, dtypes, concrete_inputs for the ops, then synthetic rows."""
     pad_s = np.full(n_synthetic, "", dtype=object)
-    flops = np.array([np.nan if a is None or a.flops is None else a.flops for a in args], dtype=np.float64)
-    shapes = _raw_texts([empty if a is None else a.input_dims for a in args])
-    dtypes = _raw_texts([empty if a is None else a.input_type for a in args])
-    concrete = _raw_texts([empty if a is None else a.concrete_inputs for a in args])
     return {
-        "flops": np.concatenate([flops, np.full(n_synthetic, np.nan)]),
-        "bytes": np.full(len(args) + n_synthetic, np.nan),
-        "input_shapes": np.concatenate([shapes, pad_s]),
-        "dtypes": np.concatenate([dtypes, pad_s]),
-        "concrete_inputs": np.concatenate([concrete, pad_s]),
+        "flops": np.concatenate([ops.flops, np.full(n_synthetic, np.nan)]),
+        "bytes": np.full(len(ops) + n_synthetic, np.nan),
+        "input_shapes": np.concatenate([ops.input_dims, pad_s]),
+        "dtypes": np.concatenate([ops.input_type, pad_s]),
+        "concrete_inputs": np.concatenate([ops.concrete_inputs, pad_s]),
     }
 
 
@@ -56,13 +33,14 @@ def hierarchy_path(text: str) -> str:
     return "/".join(p for p in parts if p)
 
 
-def module_from_hierarchy(module: np.ndarray, args: list[Optional[Args]]) -> np.ndarray:
-    """Fill ops without a scope-derived module from their `Module Hierarchy` arg, if any."""
+def module_from_hierarchy(module: np.ndarray, hierarchy: np.ndarray) -> np.ndarray:
+    """Fill ops without a scope-derived module from their `Module Hierarchy` arg, if any
+    (one path per distinct arg text, shared by the ops that carry it)."""
     out = module.copy()
-    for i in np.flatnonzero(out == "").tolist():
-        a = args[i]
-        if a is not None and a.module_hierarchy:
-            out[i] = hierarchy_path(a.module_hierarchy)
+    ask = np.flatnonzero((out == "") & (hierarchy != ""))
+    if len(ask):
+        codes, texts = pd.factorize(hierarchy[ask])
+        out[ask] = np.array([hierarchy_path(t) for t in texts], dtype=object)[codes]
     return out
 
 
@@ -114,6 +92,6 @@ def _split_pair(pair: str) -> tuple[str, list[str]]:
 def frame(columns: dict[str, np.ndarray | list]) -> pd.DataFrame:
     """A DataFrame that keeps str columns as plain object arrays (no Arrow string inference)."""
     return pd.DataFrame({
-        k: pd.Series(v, dtype=object) if isinstance(v, list) or getattr(v, "dtype", None) == object else v
+        k: pd.Series(v, dtype=object, copy=False) if isinstance(v, list) or getattr(v, "dtype", None) == object else v
         for k, v in columns.items()
-    })
+    }, copy=False)  # the columns are ours alone: no copy, no consolidation into 2D blocks

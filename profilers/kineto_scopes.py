@@ -10,11 +10,10 @@ import pandas as pd
 
 from porter.errors import TraceFormatError
 from profilers.intervals import Nesting, Timeline
-from profilers.kineto_events import Columns, take
+from profilers.kineto_events import NN_MODULE, Columns, take
 
 STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
 PORTER_SCOPE = "porter.module:"
-NN_MODULE = "nn.Module: "
 
 
 @dataclass
