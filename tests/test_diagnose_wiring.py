@@ -266,3 +266,16 @@ def test_planted_accuracy_gap_is_blamed_on_the_fragile_module(target, tmp_path):
     stable = next(f for f in j["fixes"] if f["fix_id"] == "stable-formulation")
     assert stable["kind"] == "accuracy" and stable["modules"] == ["norm"] and stable["severity"] > 10
     assert any(line.startswith("norm introduces error") for line in acc["findings"])
+
+
+def test_group_ids_do_not_depend_on_string_hashing(tmp_path, monkeypatch):
+    """Fixes and reports name groups by id: two processes with different str hash seeds agree."""
+    trace = str(FIXTURES / "cpu_mlp.json.gz")
+    runs = []
+    for seed in ("1", "2"):
+        monkeypatch.setenv("PYTHONHASHSEED", seed)
+        r = run_porter("diagnose", "--from", trace, "--to", trace, "-o", str(tmp_path / seed), "--no-report")
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads((tmp_path / seed / "diagnosis.json").read_text()))
+    assert [(g["group_id"], g["source_op_ids"]) for g in runs[0]["groups"]] == \
+        [(g["group_id"], g["source_op_ids"]) for g in runs[1]["groups"]]
