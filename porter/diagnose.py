@@ -393,8 +393,9 @@ def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     lines = [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
         f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
-        f"  source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}% (n={e.source.n}), "
-        f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}% (n={e.target.n}) per step",
+        "  per step: " + ", ".join(
+            f"{role} {_us(sp.median)} +-{sp.rel_spread * 100:.0f}% (n={sp.n})" if has else f"{role}: no step markers"
+            for role, sp, has in (("source", e.source, e.source_has_steps), ("target", e.target, e.target_has_steps))),
     ]
     noisy = max(e.source.rel_spread, e.target.rel_spread)
     if noisy > NOISY:
