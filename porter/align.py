@@ -241,7 +241,7 @@ def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray, root: bool = False) -
 def _pass_scope(g: _Groups) -> None:
     src_mods = _rows_by_module(g.src, g.free("source"), root=True)
     tgt_mods = _rows_by_module(g.tgt, g.free("target"), root=True)
-    for mod in src_mods.keys() & tgt_mods.keys():
+    for mod in (m for m in src_mods if m in tgt_mods):  # source order: group ids must not depend on str hashing
         _align_rows(g, src_mods[mod], tgt_mods[mod], "scope", in_scope=True)
 
 

@@ -168,7 +168,8 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
         if opts.activations:
             progress("per-module activations (unprofiled forward)")
             acts = stack.module_activations(prepared, opts.activation_cap_bytes)
-            act_info = {"captured": True, **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0])}
+            act_info = {"captured": True, "native_module_outputs": stack.native_module_outputs,
+                        **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0])}
 
         progress(f"timing {opts.repeats} forwards")
         timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats)

@@ -111,28 +111,43 @@ def show(
 
 @app.command()
 def diagnose(
-    model: Optional[str] = typer.Argument(None, help="Model to capture when --from/--to name targets (zoo name or pkg.mod:factory)."),
-    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, or (with MODEL) a target like cpu."),
-    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, or (with MODEL) a target like xla."),
+    model: Optional[str] = typer.Argument(None, help="Model to capture when --from/--to name targets (zoo name or pkg.mod:factory; default: transformer)."),
+    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, or a target like cpu (captured now)."),
+    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, or a target like xla (captured now)."),
     out_dir: Path = typer.Option(Path("diagnosis"), "-o", "--out", help="Directory for diagnosis.json and the two bundles."),
-    oracle: Optional[str] = typer.Option(None, "--oracle", help="Accuracy oracle for live captures: fp64."),
+    oracle: Optional[str] = typer.Option(None, "--oracle", help="Accuracy oracle for live captures: fp64 (the model in float64 on the CPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
     force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
-    catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue file replacing the built-in one."),
+    catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
     no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md."),
+    steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
+    warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
+    repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
 ) -> None:
-    """Align two runs, attribute the time gap per op and module, rank fixes.
+    """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
-    Example: porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
+    Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
+    porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
+    import shlex
+
+    from porter.capture import CaptureOptions
     from porter.diagnose import diagnose as run_diagnosis
     from porter.diagnose import summary_lines
 
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
+    opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
+    command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     try:
-        d, dest = run_diagnosis(src, tgt, out_dir, model=model, force=force,
-                                oracle=oracle, catalogue=catalogue, report=not no_report)
+        with err.status("diagnosing", spinner="dots") as status:
+            def progress(msg: str) -> None:
+                status.update(msg)
+                if not err.is_terminal:  # no spinner on a pipe: one line per stage
+                    err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
+
+            d, dest = run_diagnosis(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
+                                    report=not no_report, capture_options=opts, progress=progress, command=command)
     except PorterError as exc:
         fail(exc)
     if as_json:
@@ -141,6 +156,8 @@ def diagnose(
     for line in summary_lines(d, width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     out.print(f"wrote {dest}", highlight=False, markup=False, soft_wrap=True)
+    if not no_report:
+        out.print("  and report.html (open in a browser), report.md, summary.md beside it", highlight=False, markup=False)
 
 
 @app.command()

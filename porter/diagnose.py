@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -26,12 +26,20 @@ from porter.align import Alignment, align, unmatched
 from porter.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
 from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
 from porter.errors import BundleError, PorterError
+from porter.fixes import Catalogue
+from porter.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
+from porter.groupcost import group_facts
 from porter.ingest import open_any
+from porter.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
 FORMAT = "porter.diagnosis/1"
 SIDES = ("source", "target")
+# Live captures inside diagnose: fewer profiled steps and timed repeats than `porter capture`,
+# so the default model diagnoses from cpu to xla in under a minute on two cores.
+LIVE_OPTIONS = {"steps": 3, "warmup": 1, "repeats": 10}
 NOISY = 0.10  # IQR/median of step times above which the summary warns
+Progress = Callable[[str], None]
 
 
 @dataclass
@@ -84,23 +92,41 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
         )
 
 
-def open_input(spec: str | Path, model: str | None, role: str, workdir: Path) -> Bundle:
-    """A bundle directory, a raw trace file, or (with a model) a target to capture now."""
+def both_targets(source: str | Path, target: str | Path) -> bool:
+    """Neither input exists as a file and both read as targets (cpu, xla, cpu:inductor...)."""
+    from porter.targets import parse_target
+
+    for spec in (source, target):
+        if Path(spec).exists():
+            return False
+        try:
+            parse_target(str(spec))
+        except PorterError:
+            return False
+    return True
+
+
+def open_input(spec: str | Path, model: Any, role: str, workdir: Path, options: Any = None,
+               progress: Progress = lambda msg: None) -> Bundle:
+    """A bundle directory, a raw trace file, or (with a model: a ModelSpec) a target to capture now."""
     path = Path(spec)
     if path.exists():
         return open_any(path)
-    if model:
+    if model is not None:
         from porter.capture import capture  # only the live path needs the capture stack
 
-        return open_any(capture(model, str(spec), workdir / f".capture-{role}").path)
+        result = capture(model, str(spec), workdir / f".capture-{role}", options,
+                         progress=lambda msg: progress(f"{role} {spec}: {msg}"))
+        return open_any(result.path)
     raise PorterError(f"{role}: no such bundle or trace file", path=path,
                       hint="pass a bundle directory or a trace file, or a MODEL and a target such as cpu or xla")
 
 
 # ---------------------------------------------------------------- analysis
 
-def analyse(source: Bundle, target: Bundle) -> Diagnosis:
-    """Align and attribute (no I/O)."""
+def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
+            accuracy: dict[str, Any] | None = None) -> Diagnosis:
+    """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy_run's block."""
     t0 = time.perf_counter()
     al = align(source.ops, target.ops, source.kernels, target.kernels)
     t1 = time.perf_counter()
@@ -114,8 +140,31 @@ def analyse(source: Bundle, target: Bundle) -> Diagnosis:
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
-    d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
+    t2 = time.perf_counter()
+    perf_model(d, catalogue or catalogue_from(None), accuracy)
+    d.seconds.update(align=t1 - t0, attribute=t2 - t1, perf_model=time.perf_counter() - t2)
     return d
+
+
+def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | None) -> None:
+    """Roofline per group, then the fix catalogue over the groups' symptoms (into d.extras)."""
+    al = d.alignment
+    ids = al.groups.set_index("group_id")
+    facts = {
+        "source": group_facts(ids["source_ids"], al.source_ops, al.source_times.values),
+        "target": group_facts(ids["target_ids"], al.target_ops, al.target_times.values),
+    }
+    src_c, tgt_c = side_ceilings(d.source.manifest), side_ceilings(d.target.manifest)
+    table = group_roofline(d.groups, facts["source"], facts["target"], src_c, tgt_c)
+    d.extras["roofline"] = roofline_block(table, d.groups, src_c, tgt_c)
+    acc = pd.DataFrame(accuracy["modules"]) if accuracy and accuracy.get("modules") else None
+    groups = fix_groups(
+        d.groups, facts["source"], facts["target"], table,
+        source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
+        target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
+        fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc)
+    d.extras["fixes"] = ranked_fix_records(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
+    d.extras["accuracy"] = accuracy
 
 
 # ---------------------------------------------------------------- output
@@ -192,6 +241,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),
         "fixes": d.extras.get("fixes"),
+        "warnings": d.extras.get("warnings", []),
+        "command": d.extras.get("command"),
         "seconds": d.seconds,
     })
 
@@ -227,17 +278,44 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 
 def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
              force: bool = False, oracle: str | None = None,
-             catalogue: str | Path | None = None, report: bool = True) -> tuple[Diagnosis, Path]:
-    """Read both sides, analyse, then write DIR/source, DIR/target and DIR/diagnosis.json
-    (and, with report, DIR/report.html, report.md and summary.md)."""
+             catalogue: str | Path | None = None, report: bool = True, capture_options: Any = None,
+             progress: Progress = lambda msg: None, command: str | None = None) -> tuple[Diagnosis, Path]:
+    """Read (or capture) both sides, analyse, then write DIR/source, DIR/target and
+    DIR/diagnosis.json (and, with report, DIR/report.html, report.md and summary.md).
+
+    With no model and both inputs naming targets, the default built-in model is captured.
+    capture_options: porter.capture.CaptureOptions for live captures (default LIVE_OPTIONS).
+    """
     out = Path(out_dir)
     t0 = time.perf_counter()
-    src = open_input(source, model, "source", out)
-    tgt = open_input(target, model, "target", out)
+    cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
+    warnings: list[str] = []
+    if model is None and both_targets(source, target):
+        from porter.models import DEFAULT_MODEL
+
+        model = DEFAULT_MODEL
+    spec = None
+    if model is not None:
+        from porter.capture import CaptureOptions
+        from porter.models import load_model
+
+        spec = load_model(model)
+        capture_options = capture_options or CaptureOptions(**LIVE_OPTIONS)
+    src = open_input(source, spec, "source", out, capture_options, progress)
+    tgt = open_input(target, spec, "target", out, capture_options, progress)
     t_read = time.perf_counter() - t0
     check_same_model(src, tgt, force)
-    d = analyse(src, tgt)
-    d.seconds["read"] = t_read
+    t1 = time.perf_counter()
+    from porter.accuracy_run import accuracy_block
+
+    acc = accuracy_block(src, tgt, spec, oracle, progress)
+    if oracle and (acc is None or spec is None):
+        warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
+    t_acc = time.perf_counter() - t1
+    progress("aligning and attributing")
+    d = analyse(src, tgt, catalogue=cat, accuracy=acc)
+    d.extras.update(warnings=warnings, command=command)
+    d.seconds.update(read=t_read, accuracy=t_acc)
     t1 = time.perf_counter()
     keep_bundle(src, out / "source")
     keep_bundle(tgt, out / "target")
@@ -250,6 +328,7 @@ def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, mod
     if report:
         from porter.report import write_reports  # rendering only; the analysis does not need it
 
+        progress("writing reports")
         write_reports(out, ("html", "md"))
     return d, dest
 
@@ -268,6 +347,45 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else "..." + text[-(n - 3):]
 
 
+def roofline_lines(roof: dict[str, Any] | None) -> list[str]:
+    if not roof:
+        return []
+    t = roof["totals"]
+    tgt = roof["ceilings"]["target"]
+    if not tgt["known"]:
+        return ["roofline: target device not in porter/data/devices.toml and no measured ceilings"]
+    return [f"roofline ({'measured' if tgt.get('measured') else 'datasheet'} ceilings): "
+            f"up to {_us(t['recoverable_us'])} recoverable, {_us(t['demonstrated_us'])} shown reachable by the source"]
+
+
+def fix_lines(fixes: list[dict[str, Any]], width: int, top: int = 3) -> list[str]:
+    """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
+    from porter.report import fix_where
+
+    if not fixes:
+        return ["fixes: no catalogue fix applies to these gaps"]
+    lines = [f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):"]
+    for i, f in enumerate(fixes[:top], 1):
+        lo, hi = f["days"]
+        gain = (f"saves up to {_us(f['recoverable_us'])}" if f["kind"] == "perf"
+                else f"accuracy: local error {f['severity']:.3g}x tolerance")
+        lines.append(f"  {i}. {f['title']}"[:width])
+        lines.append(f"     {gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence"[:width])
+        lines.append("     at " + _cut(fix_where(f), width - 8))
+    return lines
+
+
+def accuracy_lines(acc: dict[str, Any] | None, width: int) -> list[str]:
+    import textwrap
+
+    if not acc:
+        return ["accuracy: not compared (no saved tensors; a live diagnose of a MODEL compares them)"]
+    lines = [f"accuracy ({acc['dtype']}, {acc['metric']}, tolerance {acc['tolerance']:.0e}):"]
+    for text in acc.get("findings", []):
+        lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="    ")
+    return lines
+
+
 def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     """A plain-text summary that fits `width` columns."""
     e, cov = d.e2e, d.coverage()
@@ -275,8 +393,9 @@ def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     lines = [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
         f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
-        f"  source {_us(e.source.median)} +-{e.source.rel_spread * 100:.0f}% (n={e.source.n}), "
-        f"target {_us(e.target.median)} +-{e.target.rel_spread * 100:.0f}% (n={e.target.n}) per step",
+        "  per step: " + ", ".join(
+            f"{role} {_us(sp.median)} +-{sp.rel_spread * 100:.0f}% (n={sp.n})" if has else f"{role}: no step markers"
+            for role, sp, has in (("source", e.source, e.source_has_steps), ("target", e.target, e.target_has_steps))),
     ]
     noisy = max(e.source.rel_spread, e.target.rel_spread)
     if noisy > NOISY:
@@ -301,10 +420,8 @@ def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
                          f"x{r.ratio:<6.2f} {_cut(r.key or '(no module)', name_w)}")
         if slow.empty:
             lines.append("  (none is slower on the target)")
-    fixes = d.extras.get("fixes") or []
-    if fixes:
-        lines.append("top fixes:")
-        for f in fixes[:top]:
-            lines.append("  " + _cut(f"{f.get('title', f.get('id', '?'))} ({f.get('effort', '?')}): "
-                                     f"{_us(f.get('benefit_us', float('nan')))}", width - 2))
+    lines += roofline_lines(d.extras.get("roofline"))
+    lines += fix_lines(d.extras.get("fixes") or [], width)
+    lines += accuracy_lines(d.extras.get("accuracy"), width)
+    lines += [f"warning: {w}" for w in d.extras.get("warnings", [])]
     return [line[:width] for line in lines]

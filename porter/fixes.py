@@ -15,7 +15,8 @@ sides, built by porter.attribute). Required columns:
     input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
     target_device_type    cuda, rocm, tpu, cpu, ...
     host_us               target host time of the group not covered by device work (0 if none)
-Optional columns: source_dtype, source_device_type, recompiles (int, -1 unknown),
+Optional columns: source_framework_op, already_fused (bool: the group's module, or one
+around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
 local_error (module's local rel-L2 from porter.accuracy), tolerance, introduces_error,
 roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
 demonstrated_us (else computed with porter.perfmodel).
@@ -44,6 +45,13 @@ CATALOGUE_FILE = Path(__file__).parent / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
 TPU_TILE = 128  # MXU systolic array edge
 GPU_TILE_BYTES = 16  # tensor core / MFMA operands want 16-byte multiples (8 bf16, 4 fp32, 16 fp8)
+# Ops that are one fused attention kernel: torch's flash / memory-efficient / cuDNN SDPA
+# backends, flash-attn, cuDNN fMHA custom calls in XLA, ONNX Runtime's Attention contrib ops.
+# Not the dispatcher op aten::scaled_dot_product_attention: it may run the unfused math backend.
+FUSED_ATTENTION = re.compile(
+    r"_scaled_dot_product_(?:flash|efficient|cudnn|fused)|_flash_attention|_efficient_attention|flash_attn|fmha"
+    r"|^(?:com\.microsoft::)?(?:(?:Multi|Group)Query)?Attention$",
+    re.IGNORECASE)
 
 # condition key -> (python type(s), description); the catalogue is checked against this.
 CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -62,6 +70,7 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "min_host_fraction": ((int, float), "host_us / (host_us + target_us) >= value"),
     "min_recompiles": ((int,), "recompiles >= value"),
     "introduces_error": ((bool,), "the module's local error jumps (porter.accuracy)"),
+    "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
 }
 # Conditions that name a specific symptom (count as evidence for confidence).
@@ -201,6 +210,7 @@ class Symptoms:
     recompiles: int  # -1 unknown
     introduces_error: bool
     error_ratio: float  # local_error / tolerance, NaN unknown
+    already_fused: bool  # fused attention already runs here (see FUSED_ATTENTION)
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -262,6 +272,9 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
     dtypes_json = _col(groups, "dtypes", "").fillna("").astype(str)
     mis = [bool(misaligned_dims(fo, oc, sh, dj, dv, dt)) for fo, oc, sh, dj, dv, dt in zip(
         groups["framework_op"].astype(str), groups["op_class"].astype(str), shapes, dtypes_json, dev, dtype)]
+    fused_op = [bool(FUSED_ATTENTION.search(a) or FUSED_ATTENTION.search(b)) for a, b in zip(
+        groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))]
+    already_fused = _col(groups, "already_fused", False).fillna(False).astype(bool).to_numpy() | np.array(fused_op, dtype=bool)
     local = _col(groups, "local_error", np.nan).to_numpy(np.float64)
     tol = _col(groups, "tolerance", np.nan).to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -283,6 +296,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "recompiles": _col(groups, "recompiles", -1).fillna(-1).astype(int),
         "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
         "error_ratio": err_ratio,
+        "already_fused": already_fused,
     }, index=groups.index)
 
 
@@ -301,7 +315,7 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
-        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error") and bool(s[key]) != want:
+        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused") and bool(s[key]) != want:
             return False
         threshold = {
             "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),

@@ -213,7 +213,7 @@ def _accuracy(d: Any) -> Accuracy | None:
     return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows)
 
 
-def _where(r: dict) -> str:
+def fix_where(r: dict) -> str:
     """Where a fix applies: its heaviest op and module, and how many more there are."""
     ops, mods = list(r.get("ops") or []), list(r.get("modules") or [])
     if not ops and not mods:
@@ -235,7 +235,7 @@ def _fixes(rows: Iterable[dict]) -> list[Fix]:
             confidence += f" ({'; '.join(map(str, r['evidence']))})"
         out.append(Fix(
             title=str(_get(r, "title", "fix_id", "id", default="")),
-            where=_where(r),
+            where=fix_where(r),
             why=str(r.get("why") or ""),
             first_step=str(r.get("first_step") or ""),
             effort_days=(float(lo), float(hi)),
@@ -272,8 +272,22 @@ def _method(d: dict, e2e: dict) -> list[tuple[str, str]]:
         if tr:
             rows.append((f"{role.capitalize()} trace", f"{tr.get('name') or tr.get('path')} (sha256 {str(tr.get('sha256', ''))[:16]}…)"))
     roof = d.get("roofline")
-    if isinstance(roof, dict) and roof.get("ceilings"):
-        rows.append(("Roofline ceilings", json.dumps(roof["ceilings"], sort_keys=True)))
+    if isinstance(roof, dict) and isinstance(roof.get("ceilings"), dict):
+        for role in ("source", "target"):
+            c = roof["ceilings"].get(role)
+            if isinstance(c, dict):
+                rows.append((f"Roofline ceilings ({role})", str(c.get("reason") or json.dumps(c, sort_keys=True))))
+        if roof.get("formula"):
+            rows.append(("Roofline and recoverable time", str(roof["formula"])))
+    acc = d.get("accuracy")
+    if isinstance(acc, dict):
+        for key, label in (("rule", "Accuracy rule"), ("propagated", "Propagated error"),
+                           ("source_activations", "Source tensors"), ("target_activations", "Target tensors")):
+            if acc.get(key):
+                rows.append((label, str(acc[key])))
+        local = acc.get("local") or {}
+        if local.get("skipped"):
+            rows.append(("Local error", f"not measured: {local['skipped']}"))
     secs = d.get("seconds") or {}
     if secs.get("total") is not None:
         rows.append(("Analysis time", f"{secs['total']:.2f} s (read {secs.get('read', 0):.2f} s, align {secs.get('align', 0):.2f} s)"))

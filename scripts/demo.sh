@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The README's first command: set up on a fresh machine and run porter's main job on its
-# built-in default.
+# built-in default: diagnose the default model (transformer) from torch eager on the CPU to
+# XLA (torchax/JAX) on the CPU, with per-module accuracy and the reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/porter ] || { python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -c constraints/cpu.txt -e '.[test]'; }
-.venv/bin/porter show fixtures/cpu_mlp.json.gz --by module
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"  # XLA's C++ logging
+.venv/bin/porter diagnose transformer --from cpu --to xla -o porter-out/demo
+echo "open porter-out/demo/report.html in a browser; porter-out/demo/summary.md is the one-page version"

@@ -202,6 +202,8 @@ class Stack(abc.ABC):
     devices: tuple[str, ...] = ()
     trace_format: str = ""  # the profilers/ reader FORMAT of the raw trace profile() writes
     module_attribution: str = "hooks"  # or "compiler": where module paths in the trace come from
+    no_module_runs: str = ""  # why run_module is not offered on this stack ("" = it is)
+    native_module_outputs: bool = True  # module_activations reflect this stack's own numerics
 
     # ---- public API (shared) ----
     def availability(self, device: str) -> Availability:
@@ -273,6 +275,22 @@ class Stack(abc.ABC):
         """Per-module outputs and inputs (CPU tensors) of one unprofiled forward, within cap_bytes."""
         return self.module_activations_impl(prepared, cap_bytes)
 
+    def run_module(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> torch.Tensor:
+        """Run one submodule alone on this stack, fed CPU torch inputs; its output as a CPU tensor.
+
+        Shadow mode for accuracy (porter.accuracy.shadow_run): the module sees the source
+        run's recorded input, so its error against the source's output is its own (local)
+        error, not what it inherited upstream. Compiling stacks compile the submodule by itself.
+        """
+        if self.no_module_runs:
+            raise PorterError(f"the {self.name} stack does not run single modules: {self.no_module_runs}")
+        if not isinstance(module, torch.nn.Module):
+            raise PorterError(f"run_module needs a torch.nn.Module, not {type(module).__name__}")
+        out = first_tensor(self.to_torch_cpu_impl(self.run_module_impl(module, tuple(inputs), self.resolve_device(device))))
+        if out is None:
+            raise PorterError(f"module {type(module).__name__} returned no tensor on {self.name}")
+        return out
+
     def attribute_modules(self, prepared: Prepared, ops: "pd.DataFrame") -> "pd.DataFrame":
         """Fill ops.module where the trace itself carries no module ranges (compiler-attributed
         stacks map kernels to modules from compile-time metadata). Default: as read."""
@@ -334,6 +352,10 @@ class Stack(abc.ABC):
 
     @abc.abstractmethod
     def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations: ...
+
+    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
+        """Stack-native output of module(*inputs) on this stack (inputs are CPU torch tensors)."""
+        raise NotImplementedError(f"the {self.name} stack cannot run a single module")
 
     def versions_impl(self) -> dict[str, str]:
         return {}

@@ -30,6 +30,7 @@ class TorchInductor(TorchStack):
     name = "inductor"
     module_attribution = "compiler"
     activation_source = "forward hooks on the eager module on the same device (compiled numerics: final output only)"
+    native_module_outputs = False  # hooks inside the compiled graph would break it (ARCHITECTURE facts)
 
     def make_call(self, prepared: Prepared):
         from torch._inductor.compile_fx import compile_fx
@@ -71,6 +72,22 @@ class TorchInductor(TorchStack):
         for g in prepared.info.get("_graphs", []):
             nodes.update(g)
         return attribution.attribute(ops, prepared.info.get("_calls", []), nodes)
+
+    def module_callable(self, module: torch.nn.Module):
+        """The submodule compiled by itself with inductor, whole graph or an error.
+
+        Modules sharing one forward (every nn.Linear) recompile per instance; past dynamo's
+        recompile limit it would quietly run eager, so that limit is made an error here.
+        """
+        import torch._dynamo
+
+        compiled = torch.compile(module, backend="inductor", fullgraph=True)
+
+        def call(*inputs: Any) -> Any:
+            with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+                return compiled(*inputs)
+
+        return call
 
     def versions_impl(self) -> dict[str, str]:
         return {"inductor": torch.__version__}

@@ -122,6 +122,19 @@ class TorchStack(Stack):
 
     activation_source = "forward hooks on the eager module"
 
+    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
+        dev = torch_device(device)
+        module = module.to(dev).eval()
+        fn = self.module_callable(module)
+        with torch.no_grad():
+            out = fn(*(place(x, dev) for x in inputs))
+        torch_sync(device)
+        return out
+
+    def module_callable(self, module: torch.nn.Module):
+        """How this stack runs one module by itself (eager: the module as is)."""
+        return module
+
 
 class FailedOpWatch(TorchDispatchMode):
     """Notes the first dispatcher op that raises, so a failure can name it."""

@@ -266,6 +266,23 @@ class XlaStack(Stack):
         acts.skipped = sorted(set(acts.skipped))
         return acts
 
+    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
+        """The submodule as its own jitted JAX function (torchax), on the device."""
+        import jax
+
+        from porter.compat.torchax_shim import import_torchax
+
+        tx = import_torchax()
+        env = tx.default_env()
+        jdev = _jax_device(device)
+        with torch.no_grad():
+            weights, fn = tx.extract_jax(module.eval(), env)
+        weights = jax.device_put(weights, jdev)
+        args = tuple(jax.device_put(env.t2j_copy(x), jdev) if isinstance(x, torch.Tensor) else x for x in inputs)
+        out = jax.jit(fn)(weights, args)
+        jax.block_until_ready(out)
+        return out
+
     # ---- facts ----
     def versions_impl(self) -> dict[str, str]:
         import jax

@@ -1,0 +1,91 @@
+"""From a diagnosis's matched groups to porter.fixes's `groups` table, and the ranked plan.
+
+porter.fixes documents the columns it needs; this module fills them from what diagnose
+already has: the group table (times, modules, ops), each side's group facts
+(porter.groupcost: kernels, costs, dtype, shapes), the roofline table (porter.roofline)
+and, in live mode, per-module accuracy (porter.accuracy.compare_modules rows, joined by
+module path). Host time not covered by device work is not measured yet (0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from porter.fixes import FUSED_ATTENTION, Catalogue, fixes_frame, load_catalogue, rank_fixes
+from porter.perfmodel import Ceilings
+
+
+def fused_attention_modules(*ops_tables: pd.DataFrame) -> set[str]:
+    """Module paths in which some op (either side) is a fused attention kernel."""
+    found: set[str] = set()
+    for ops in ops_tables:
+        names = ops["framework_op"].where(ops["framework_op"] != "", ops["name"]).astype(str)
+        hit = names.str.contains(FUSED_ATTENTION)
+        found.update(ops.loc[hit.to_numpy(), "module"].astype(str))
+    return found
+
+
+def _in_or_below(module: str, modules: set[str]) -> bool:
+    """module is one of modules, or lies inside one of them (a q_proj inside a fused attention)."""
+    parts = module.split("/") if module else []
+    return any("/".join(parts[:i]) in modules for i in range(1, len(parts) + 1))
+
+
+def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: pd.DataFrame,
+               roofline: pd.DataFrame, *, source_device_type: str, target_device_type: str,
+               fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The `groups` input of porter.fixes.rank_fixes (docs/fixes.md), one row per matched group."""
+    gid = groups["group_id"]
+    s, t = source_facts.reindex(gid), target_facts.reindex(gid)
+    rl = roofline.set_index("group_id").reindex(gid)
+    tfo = groups["target_framework_op"].fillna("").astype(str)
+    shapes_t = t["input_shapes"].fillna("").to_numpy(object)
+    use_t = shapes_t != ""
+    out = pd.DataFrame({
+        "group_id": gid.astype(str).to_numpy(),
+        "module": groups["module"].fillna("").astype(str).to_numpy(),
+        "op_class": groups["op_class"].astype(str).to_numpy(),
+        "framework_op": np.where(tfo != "", tfo, groups["framework_op"].astype(str)),
+        "source_framework_op": groups["framework_op"].astype(str).to_numpy(),
+        "source_us": groups["source_us"].to_numpy(np.float64),
+        "target_us": groups["target_us"].to_numpy(np.float64),
+        "source_kernels": s["kernels"].fillna(0).astype(np.int64).to_numpy(),
+        "target_kernels": t["kernels"].fillna(0).astype(np.int64).to_numpy(),
+        "flops": rl["flops"].to_numpy(np.float64),
+        "bytes": rl["bytes"].to_numpy(np.float64),
+        "dtype": rl["dtype"].fillna("").astype(str).to_numpy(),
+        "source_dtype": s["dtype"].fillna("").astype(str).to_numpy(),
+        "input_shapes": np.where(use_t, shapes_t, s["input_shapes"].fillna("").to_numpy(object)),
+        "dtypes": np.where(use_t, t["dtypes"].fillna("").to_numpy(object), s["dtypes"].fillna("").to_numpy(object)),
+        "target_device_type": target_device_type,
+        "source_device_type": source_device_type,
+        "host_us": 0.0,
+        "recompiles": -1,
+        "roofline_us": rl["roofline_us"].to_numpy(np.float64),
+        "recoverable_us": rl["recoverable_us"].to_numpy(np.float64),
+        "demonstrated_us": rl["demonstrated_us"].to_numpy(np.float64),
+    })
+    out["already_fused"] = [_in_or_below(m, set(fused_modules)) for m in out["module"]]
+    if accuracy is not None and len(accuracy):
+        acc = accuracy.drop_duplicates("module").set_index("module")
+        out["local_error"] = acc["local_rel_l2"].reindex(out["module"]).to_numpy(np.float64)
+        out["tolerance"] = acc["tolerance"].reindex(out["module"]).to_numpy(np.float64)
+        out["introduces_error"] = acc["introduces_error"].reindex(out["module"]).fillna(False).astype(bool).to_numpy()
+    return out
+
+
+def catalogue_from(path: str | Path | None) -> Catalogue:
+    """The built-in catalogue, with the user's file (--catalogue) merged over it."""
+    return load_catalogue(path) if path is not None else load_catalogue()
+
+
+def ranked_fix_records(groups: pd.DataFrame, catalogue: Catalogue, source: Ceilings | None,
+                       target: Ceilings | None) -> list[dict[str, Any]]:
+    """rank_fixes -> fixes_frame records (the diagnosis.json `fixes` list)."""
+    frame = fixes_frame(rank_fixes(groups, catalogue, source_ceilings=source, target_ceilings=target))
+    return frame.to_dict(orient="records") if len(frame) else []
+

@@ -1,0 +1,96 @@
+"""Per matched group: the target's roofline time and the time a fix could recover.
+
+Wires porter.perfmodel into a diagnosis: ceilings for each side from its manifest
+(measured at capture, else the datasheet table), FLOPs and bytes per group from
+porter.groupcost, then roofline, source time scaled to the target's hardware, and
+recoverable / demonstrated time (docs/perfmodel.md has the formulas and why).
+
+Costs come from the target's own ops when its trace recorded shapes; a target without
+shapes (an XLA trace names HLO ops, not tensors) takes the source ops' costs: the same
+math, though the source's unfused bytes overstate what a fused target must move, so the
+roofline is then conservative (higher) and the recoverable time lower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from porter.perfmodel import Ceilings, ceilings_for, expected_from_source_us, recoverable_us, roofline_us
+
+FORMULA = ("roofline_us = max(flops / peak FLOP/s[dtype], bytes / bandwidth); "
+           "recoverable_us = max(0, target_us - min(roofline_us, source_us scaled to the target)); "
+           "demonstrated_us = max(0, target_us - source_us scaled); efficiency = roofline_us / target_us")
+
+
+@dataclass(frozen=True)
+class SideCeilings:
+    ceilings: Ceilings | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.ceilings
+        if c is None:
+            return {"known": False, "reason": self.reason}
+        return {"known": True, "device": c.device, "measured": c.measured, "reason": self.reason,
+                "flops_per_s": dict(c.flops_per_s), "bytes_per_s": c.bytes_per_s}
+
+
+def side_ceilings(manifest: Mapping[str, Any]) -> SideCeilings:
+    return SideCeilings(*ceilings_for(manifest))
+
+
+def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFrame,
+                   src: SideCeilings, tgt: SideCeilings) -> pd.DataFrame:
+    """One row per group (groups' order): costs used, roofline, efficiency, expected, recoverable, demonstrated.
+
+    groups: group_id, source_us, target_us; source/target: porter.groupcost.group_facts
+    indexed by group_id.
+    """
+    gid = groups["group_id"]
+    s, t = source.reindex(gid), target.reindex(gid)
+    use_t = (t["flops"].notna() | t["bytes"].notna()).to_numpy()
+    flops = np.where(use_t, t["flops"], s["flops"]).astype(np.float64)
+    bytes_ = np.where(use_t, t["bytes"], s["bytes"]).astype(np.float64)
+    dtype = np.where(t["dtype"].to_numpy(object) != "", t["dtype"].to_numpy(object), s["dtype"].to_numpy(object))
+    dtype = dtype.astype(object)  # '' unknown: porter.fixes must not read it as fp32
+    peak_dtype = np.where(dtype == "", "fp32", dtype).astype(object)  # the FLOP term needs a peak; costs are NaN there anyway
+    known = ~(np.isnan(flops) & np.isnan(bytes_))
+    basis = np.where(use_t, "target ops", np.where(known, "source ops (same math)", "unknown"))
+    tgt_us = groups["target_us"].to_numpy(np.float64)
+    src_us = groups["source_us"].to_numpy(np.float64)
+    rl = roofline_us(flops, bytes_, tgt.ceilings, peak_dtype)
+    kw = dict(flops=flops, bytes_=bytes_, dtype=peak_dtype)
+    scaled, scale_basis = expected_from_source_us(src_us, src.ceilings, tgt.ceilings, **kw)
+    rec = recoverable_us(tgt_us, src_us, rl, src.ceilings, tgt.ceilings, **kw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = np.where(tgt_us > 0, rl / tgt_us, np.nan)
+    return pd.DataFrame({
+        "group_id": gid.to_numpy(),
+        "flops": flops, "bytes": bytes_, "dtype": dtype, "cost_basis": basis,
+        "roofline_us": rl, "efficiency": eff,
+        "expected_us": scaled, "expected_basis": scale_basis,
+        "recoverable_us": rec, "demonstrated_us": np.maximum(tgt_us - scaled, 0.0),
+    })
+
+
+def roofline_block(table: pd.DataFrame, groups: pd.DataFrame, src: SideCeilings, tgt: SideCeilings) -> dict[str, Any]:
+    """The diagnosis.json `roofline` block (docs/diagnosis.md)."""
+    known = table["roofline_us"].notna()
+    return {
+        "ceilings": {"source": src.to_dict(), "target": tgt.to_dict()},
+        "formula": FORMULA,
+        "totals": {
+            "target_us": float(groups["target_us"].sum()),
+            "roofline_us": float(table.loc[known, "roofline_us"].sum()),
+            "target_us_with_roofline": float(groups.loc[known.to_numpy(), "target_us"].sum()),
+            "recoverable_us": float(table["recoverable_us"].sum()),
+            "demonstrated_us": float(table["demonstrated_us"].sum()),
+            "groups_with_costs": int((table["cost_basis"] != "unknown").sum()),
+            "groups": int(len(table)),
+        },
+        "groups": table.to_dict(orient="records"),
+    }
