@@ -9,6 +9,11 @@ kernel of the same duration. (Events of `cat == "Kernel"`, written by GPU provid
 profilers, become kernels of the node named in `args.parent_name` when it ran in the same
 step; this path has not been seen on real GPU output here.)
 
+A profiling session's first runs may be warm-ups (the first pays for arena allocation);
+ORT cannot switch profiling on after them, so the capturing stack writes a sibling
+`<profile>.runs.json` ({"warmup_runs": N}) and the reader drops the first N `model_run`s and
+everything in them: steps are the profiled runs only, as with torch.profiler's schedule.
+
 Module paths are not in the profile. They come from the exported model: a sibling file
 `<profile>.nodes.json` maps node name -> {"module": ..., "framework_op": ...}; build it
 with `node_scopes_from_onnx` (see there for how the namespace metadata is parsed).
@@ -33,6 +38,7 @@ from profilers.jsonio import load_json, number
 FORMAT = "onnxruntime"
 KERNEL_SUFFIX = "_kernel_time"
 NODES_SUFFIX = ".nodes.json"
+RUNS_SUFFIX = ".runs.json"
 DEVICE_TYPES = {"CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "cuda",
                 "ROCMExecutionProvider": "rocm", "MIGraphXExecutionProvider": "rocm"}
 _SNIFF_MARKS = (b'"cat":"Session"', b'"cat": "Session"', b'"cat":"Node"', b'"cat": "Node"',
@@ -113,6 +119,25 @@ def load_node_scopes(profile: Path) -> dict[str, Scope]:
     return out
 
 
+def write_warmup_runs(profile: Path, runs: int) -> Path:
+    """Write `<profile>.runs.json`: the profile's first `runs` model_runs are warm-ups."""
+    dest = Path(str(profile) + RUNS_SUFFIX)
+    dest.write_text(json.dumps({"warmup_runs": int(runs)}) + "\n")
+    return dest
+
+
+def load_warmup_runs(profile: Path) -> int:
+    """Warm-up runs named by the side file; 0 when there is none."""
+    side = Path(str(profile) + RUNS_SUFFIX)
+    if not side.is_file():
+        return 0
+    doc = load_json(side, "ORT run roles")
+    n = doc.get("warmup_runs") if isinstance(doc, dict) else None
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise TraceFormatError("run roles file needs a non-negative integer warmup_runs", path=side)
+    return n
+
+
 @dataclass(frozen=True)
 class Event:
     cat: str
@@ -173,16 +198,19 @@ def _text(args: dict, key: str) -> str:
 def read(path: Path) -> ReadResult:
     path = Path(path)
     evs = events(load_json(path, "ONNX Runtime profile"), path)
-    nodes = [e for e in evs if e.cat == "Node" and e.name.endswith(KERNEL_SUFFIX)]
-    if not nodes and not any(e.cat == "Session" for e in evs):
+    if not any(e.cat == "Session" or (e.cat == "Node" and e.name.endswith(KERNEL_SUFFIX)) for e in evs):
         raise TraceFormatError("no ONNX Runtime Session or Node events: not an ONNX Runtime profile", path=path)
     scopes = load_node_scopes(path)
-    runs = sorted((e.ts, e.ts + e.dur) for e in evs if e.cat == "Session" and e.name == "model_run")
+    all_runs = sorted((e.ts, e.ts + e.dur) for e in evs if e.cat == "Session" and e.name == "model_run")
+    n_warm = load_warmup_runs(path)
+    warm, runs = all_runs[:n_warm], all_runs[n_warm:]
+    work = [e for e in evs if e.cat != "Session" and step_of(e.ts, warm) < 0]
+    nodes = [e for e in work if e.cat == "Node" and e.name.endswith(KERNEL_SUFFIX)]
     t0 = min((e.ts for e in evs), default=0.0)
     providers = Counter(_text(e.args, "provider") for e in nodes)
     provider = providers.most_common(1)[0][0] if nodes else ""
     device_type = DEVICE_TYPES.get(provider, "cpu")
-    gpu_kernels = [e for e in evs if e.cat == "Kernel"]
+    gpu_kernels = [e for e in work if e.cat == "Kernel"]
 
     ops: dict[str, list] = {k: [] for k in ("name", "framework_op", "op_class", "module", "step", "start_us",
                                              "host_us", "input_shapes", "dtypes")}
@@ -210,7 +238,7 @@ def read(path: Path) -> ReadResult:
             for key, value in (("op_id", i), ("step", ops["step"][i]), ("name", _text(e.args, "op_name") or ops["name"][i]),
                                ("start_us", e.ts - t0), ("dur_us", e.dur)):
                 kern[key].append(value)
-    return ReadResult(*_frames(ops, kern, synthetic, device_type, provider), _meta(evs, provider, device_type))
+    return ReadResult(*_frames(ops, kern, synthetic, device_type, provider), _meta(evs, provider, device_type, warm))
 
 
 def _gpu_kernels(kernels: list[Event], by_node: dict[tuple[str, int], int], runs: list[tuple[float, float]],
@@ -246,7 +274,7 @@ def _frames(ops: dict[str, list], kern: dict[str, list], synthetic: list[bool], 
     return ops_df, kernels
 
 
-def _meta(evs: list[Event], provider: str, device_type: str) -> TraceMeta:
+def _meta(evs: list[Event], provider: str, device_type: str, warm: list[tuple[float, float]]) -> TraceMeta:
     versions = {}
     for e in evs:
         version = e.args.get("onnxruntime_version") or e.args.get("version")
@@ -256,5 +284,6 @@ def _meta(evs: list[Event], provider: str, device_type: str) -> TraceMeta:
     return TraceMeta(
         profiler=FORMAT, device_type=device_type, device_name=provider, framework_versions=versions,
         events_read=len(evs),
-        extra={"runs": sum(1 for e in evs if e.cat == "Session" and e.name == "model_run")},
+        extra={"runs": sum(1 for e in evs if e.cat == "Session" and e.name == "model_run"),
+               "warmup_runs_dropped": len(warm), "warmup_us_dropped": float(sum(b - a for a, b in warm))},
     )

@@ -35,9 +35,10 @@ from profilers.xplane_events import (
     cpu_thunk_events,
     device_events,
     hlo_index,
-    host_launch_ps,
+    host_launches,
     text,
 )
+from profilers.xplane_steps import device_steps, group_steps, host_steps
 from profilers.xspace_proto import DecodeError, parse_xspace
 
 FORMAT = "xplane"
@@ -125,13 +126,13 @@ def _group(events: list[Event]) -> list[list[Event]]:
 
 
 def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, device_name: str,
-                 host_ps: dict[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One op row per group, one kernel row per event; times in us from the first event."""
+                 launches: dict[int, tuple[int, int]], steps: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One op row per group (steps[i] its step), one kernel row per event; times in us from the first event."""
     origin = min((g[0].start_ps for g in groups), default=0)
     ops: dict[str, list] = {k: [] for k in ("op_id", "name", "framework_op", "op_class", "module", "stream",
                                             "start_us", "host_us", "device_us", "kernel_count", "kernels", "synthetic")}
     kern: dict[str, list] = {k: [] for k in ("op_id", "name", "kind", "device_id", "stream", "start_us",
-                                             "dur_us", "correlation")}
+                                             "dur_us", "correlation", "step")}
     for op_id, group in enumerate(groups):
         first = group[0]
         hlo = first.stats.get("hlo_op")
@@ -143,7 +144,7 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
             name, fw, cls, module = first.name, "", classify("", knames), NO_MODULE
         dur_ps = sum(e.dur_ps for e in group)
         corr = [e.stats.get("correlation_id") for e in group]
-        host = sum(host_ps.get(c, 0) for c in corr if isinstance(c, int))
+        host = sum(launches.get(c, (0, 0))[1] for c in corr if isinstance(c, int))
         ops["op_id"].append(op_id)
         ops["name"].append(name)
         ops["framework_op"].append(fw)
@@ -165,13 +166,14 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
             kern["start_us"].append((e.start_ps - origin) / 1e6)
             kern["dur_us"].append(e.dur_ps / 1e6)
             kern["correlation"].append(c if isinstance(c, int) else NO_ID)
+            kern["step"].append(steps[op_id])
     n = len(groups)
     ops_df = pd.DataFrame({
-        **ops, "parent_id": [NO_ID] * n, "step": [NO_ID] * n, "device_type": [device_type] * n,
+        **ops, "parent_id": [NO_ID] * n, "step": list(steps), "device_type": [device_type] * n,
         "device_name": [device_name] * n, "flops": [float("nan")] * n, "bytes": [float("nan")] * n,
         "input_shapes": [""] * n, "dtypes": [""] * n,
     })
-    kern_df = pd.DataFrame({**kern, "step": [NO_ID] * len(kern["op_id"])})
+    kern_df = pd.DataFrame(kern)
     return ops_df, kern_df
 
 
@@ -231,9 +233,9 @@ def read(path: Path) -> ReadResult:
     index, bad_protos = hlo_index(meta_view)
     device_views = [v for v in views if DEVICE_PLANE.match(v.name)]
     events, containers, device_views = device_events(device_views, path)
-    host_ps: dict[int, int] = {}
+    launches: dict[int, tuple[int, int]] = {}
     if events:
-        host_ps = host_launch_ps(cpu_view, path)
+        launches = host_launches(cpu_view, path)
         source = "device planes"
     elif cpu_view is not None:
         events, containers = cpu_thunk_events(cpu_view, path)
@@ -243,7 +245,14 @@ def read(path: Path) -> ReadResult:
                                path=path, hint="profile while the jitted function runs, with block_until_ready()")
     hostnames = [text(h) for h in space.hostnames]
     device_type, device_name, props = device_facts(device_views, hostnames)
-    ops, kernels = build_tables(_group(events), index, device_type, device_name, host_ps)
+    groups = _group(events)
+    spans, step_source = host_steps(cpu_view, path), "host step_num markers"
+    if spans:  # host windows: place GPU work by its host launch
+        steps = group_steps(groups, spans, {c: start for c, (start, _) in launches.items()})
+    else:  # device Steps lines are on the device clock: place work by its own start
+        spans, step_source = device_steps(device_views, path), "device Steps lines"
+        steps = group_steps(groups, spans, {})
+    ops, kernels = build_tables(groups, index, device_type, device_name, launches, steps)
     versions = {}
     if meta_view is not None:
         mstats = meta_view.stats(meta_view.plane.stats)
@@ -257,6 +266,7 @@ def read(path: Path) -> ReadResult:
         events_read=events_read,
         extra={
             "source": source,
+            "steps": step_source if spans else "none marked",
             "planes": [v.name for v in views],
             "hlo_modules": sorted(index.by_name),
             "container_events_skipped": containers,

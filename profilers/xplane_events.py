@@ -92,7 +92,7 @@ class Event:
         return self.start_ps + self.dur_ps
 
 
-def _line_events(view: PlaneView, line: Any, path: Path) -> list[tuple[int, int, Any]]:
+def line_events(view: PlaneView, line: Any, path: Path) -> list[tuple[int, int, Any]]:
     """(start_ps, dur_ps, XEvent) of a line; damaged negative durations are refused."""
     base = line.timestamp_ns * 1000
     out = []
@@ -144,7 +144,7 @@ def device_events(views: list[PlaneView], path: Path) -> tuple[list[Event], int,
             lines = [ln for ln in view.plane.lines if text(ln.name) == XLA_OPS_LINE]
         modules = _module_spans(view, path) if tpu_style else None
         for line in lines:
-            items, dropped = _leaves(_line_events(view, line, path))
+            items, dropped = _leaves(line_events(view, line, path))
             containers += dropped
             lname = text(line.display_name or line.name)
             for start, dur, ev in items:
@@ -182,7 +182,7 @@ def _module_spans(view: PlaneView, path: Path) -> _ModuleSpans:
     spans = []
     for line in view.plane.lines:
         if text(line.name) == XLA_MODULES_LINE:
-            for start, dur, ev in _line_events(view, line, path):
+            for start, dur, ev in line_events(view, line, path):
                 spans.append((start, start + dur, view.event_name(ev.metadata_id)))
     return _ModuleSpans(spans)
 
@@ -193,7 +193,7 @@ def cpu_thunk_events(view: PlaneView, path: Path) -> tuple[list[Event], int]:
     containers = 0
     for line in view.plane.lines:
         thunks = []
-        for start, dur, ev in _line_events(view, line, path):
+        for start, dur, ev in line_events(view, line, path):
             stats = view.event_stats(ev)
             if "hlo_op" in stats:
                 thunks.append((start, dur, (ev, stats)))
@@ -232,18 +232,20 @@ def hlo_index(meta: PlaneView | None) -> tuple[HloIndex, int]:
     return index, bad
 
 
-def host_launch_ps(view: PlaneView | None, path: Path) -> dict[int, int]:
-    """correlation id -> host launch API duration (GPU runtimes tag launches with it)."""
-    out: dict[int, int] = {}
+def host_launches(view: PlaneView | None, path: Path) -> dict[int, tuple[int, int]]:
+    """correlation id -> (first start, total duration) of the host launch API calls that
+    carry it (GPU runtimes tag launches with it)."""
+    out: dict[int, tuple[int, int]] = {}
     if view is None:
         return out
     corr_ids = {k for k, v in view.stat_names.items() if v == "correlation_id"}
     for line in view.plane.lines:
-        for _, dur, ev in _line_events(view, line, path):
+        for start, dur, ev in line_events(view, line, path):
             for s in ev.stats:
                 if s.metadata_id in corr_ids:
                     corr = view.value(s)
                     if isinstance(corr, int):
-                        out[corr] = out.get(corr, 0) + dur
+                        first, total = out.get(corr, (start, 0))
+                        out[corr] = (min(first, start), total + dur)
                     break
     return out

@@ -202,6 +202,8 @@ class OrtStack(Stack):
     def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
         import onnx
 
+        from profilers.onnxruntime import write_warmup_runs
+
         opt_path = Path(prepared.handle["onnx"]).with_suffix(".optimized.onnx")
         sess = self._session(prepared, profile_prefix=raw_dir / "ort", optimized=opt_path)
         feed = dict(zip(prepared.handle["input_names"], prepared.inputs))
@@ -220,6 +222,7 @@ class OrtStack(Stack):
         nodes = scopes_of_optimized(original, onnx.load(str(opt_path), load_external_data=False).graph,
                                     prepared.handle["nodes"])
         nodes_path.write_text(json.dumps(nodes, indent=1, sort_keys=True) + "\n")
+        write_warmup_runs(dest, PROFILE_WARMUP_RUNS)  # the reader leaves them out of the steps
         prepared.info.update(profiled_step_s=step_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
         return dest
 

@@ -211,7 +211,7 @@ class XlaStack(Stack):
         try:
             with jax.profiler.trace(str(logdir)):
                 for i in range(steps):
-                    with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                    with jax.profiler.StepTraceAnnotation("porter_step", step_num=i):
                         t0 = time.perf_counter()
                         self.run(prepared)  # block_until_ready inside the step
                         step_s.append(time.perf_counter() - t0)
