@@ -232,3 +232,9 @@ def test_torch_eager_vs_xla_across_frameworks(tmp_path):
     # several aten ops land on one fused HLO op somewhere (many-to-one)
     assert (g["n_source"] > g["n_target"]).any()
     assert {p for p in g["module"] if p} <= set(d.target.ops["module"])
+    # the xla capture marks its steps, so the end-to-end ratio is per step, not whole-trace
+    from porter.diagnose import LIVE_OPTIONS
+
+    assert d.e2e.basis == "per_step"
+    assert set(d.target.ops["step"]) == set(range(LIVE_OPTIONS["steps"]))
+    assert d.e2e.target.n == LIVE_OPTIONS["steps"] and min(d.e2e.target.samples) > 0

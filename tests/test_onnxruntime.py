@@ -55,6 +55,33 @@ def test_without_side_file_ops_keep_onnx_types(tmp_path: Path) -> None:
     assert set(result.ops["framework_op"]) == {e["args"]["op_name"] for e in node_events(bare)}
 
 
+def copy_fixture(dest: Path) -> Path:
+    for suffix in ("", ort_reader.NODES_SUFFIX):
+        Path(str(dest) + suffix).write_bytes(Path(str(FIXTURE) + suffix).read_bytes())
+    return dest
+
+
+def test_warmup_runs_named_by_side_file_are_not_steps(tmp_path: Path) -> None:
+    path = copy_fixture(tmp_path / "profile.json")
+    ort_reader.write_warmup_runs(path, 1)
+    doc = json.loads(path.read_text())
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc if e.get("cat") == "Session" and e["name"] == "model_run")
+    kept = [e for e in node_events(path) if any(a <= e["ts"] <= b for a, b in runs[1:])]
+    result = read_trace(path)
+    assert set(result.ops["step"]) == set(range(len(runs) - 1))
+    assert len(result.ops) == len(result.kernels) == len(kept) < len(node_events(path))
+    assert result.ops["device_us"].sum() == pytest.approx(sum(e["dur"] for e in kept), rel=1e-4)
+    assert result.meta.extra["warmup_runs_dropped"] == 1
+
+
+@pytest.mark.parametrize("bad", ['{"warmup_runs": -1}', '{"warmup_runs": "1"}', "[1]", "{"])
+def test_bad_runs_side_file_is_a_format_error(tmp_path: Path, bad: str) -> None:
+    path = copy_fixture(tmp_path / "profile.json")
+    Path(str(path) + ort_reader.RUNS_SUFFIX).write_text(bad)
+    with pytest.raises(TraceFormatError):
+        read_trace(path)
+
+
 def test_namespace_parsing() -> None:
     """Module names are relative to their parent; the aten overload is dropped."""
     scope = ort_reader.scope_from_namespace(

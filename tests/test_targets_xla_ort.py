@@ -74,6 +74,27 @@ def test_capture_writes_bundle_with_module_paths(bundles, key):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("key", ["xla", "ort"])
+def test_profiled_steps_only(bundles, key):
+    """Steps 0..2 for --steps 3, each holding device time; ORT's in-session warm-up run
+    (profile_warmup_runs in the manifest) is not among them."""
+    manifest = json.loads((bundles[key] / "manifest.json").read_text())
+    ops = pd.read_parquet(bundles[key] / "ops.parquet")
+    per_step = ops.groupby("step")["device_us"].sum()
+    assert list(per_step.index) == [0, 1, 2]
+    assert (per_step > 0).all()
+    if key == "ort":
+        raw = json.loads((bundles[key] / manifest["raw"]["path"]).read_text())
+        runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "Session" and e["name"] == "model_run")
+        warm = manifest["stack_info"]["profile_warmup_runs"]
+        assert warm >= 1 and len(runs) == 3 + warm
+        nodes = [e for e in raw if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+        profiled = [e for e in nodes if any(a <= e["ts"] <= b for a, b in runs[warm:])]
+        assert len(ops) == len(profiled) < len(nodes)
+        assert float(ops["device_us"].sum()) == pytest.approx(sum(e["dur"] for e in profiled), rel=1e-6)
+
+
+@pytest.mark.slow
 def test_xla_leaf_modules_equal_eager(bundles):
     leaves = leaf_paths()
     assert timed_modules(bundles["xla"]) & leaves == timed_modules(bundles["cpu"]) & leaves == leaves

@@ -164,6 +164,58 @@ def test_fresh_capture_loop_counts_body_not_while(tmp_path):
     assert len(dots) == 3 and set(dots["module"]) == {"rnn/cell"}
 
 
+def step_thunks_us(path: Path) -> dict[int, list[float]]:
+    """Thunk durations per step, by jaxlib's parser: a thunk belongs to the host event with a
+    step_num stat whose window holds its start (the annotation wraps block_until_ready)."""
+    planes = [p for p in profile_data(path).planes if p.name == "/host:CPU"]
+    events = [e for p in planes for line in p.lines for e in line.events]
+    windows = {dict(e.stats)["step_num"]: (e.start_ns, e.start_ns + e.duration_ns)
+               for e in events if "step_num" in dict(e.stats)}
+    out: dict[int, list[float]] = {n: [] for n in windows}
+    for e in events:
+        if "hlo_op" in dict(e.stats):
+            for n, (a, b) in windows.items():
+                if a <= e.start_ns <= b:
+                    out[n].append(e.duration_ns / 1e3)
+    return out
+
+
+def test_step_annotations_give_steps(tmp_path):
+    """StepTraceAnnotation (what porter's xla stack writes) numbers each op's step."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    f = jax.jit(lambda w, x: jnp.tanh(x @ w) @ w.T)
+    w, x = jnp.asarray(np.ones((32, 16), np.float32)), jnp.asarray(np.ones((8, 32), np.float32))
+    f(w, x).block_until_ready()
+    f(w, x).block_until_ready()  # outside the trace: not a step
+    with jax.profiler.trace(str(tmp_path / "log")):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("porter_step", step_num=i):
+                f(w, x).block_until_ready()
+    (path,) = (tmp_path / "log").rglob("*.xplane.pb")
+    r = read_trace(path)
+    expected = step_thunks_us(path)
+    assert sorted(expected) == [0, 1, 2]
+    assert sorted(set(r.ops["step"])) == [0, 1, 2]
+    assert (r.kernels["step"].to_numpy() == r.ops.set_index("op_id").loc[r.kernels["op_id"], "step"].to_numpy()).all()
+    for n, durs in expected.items():
+        mine = r.ops[r.ops["step"] == n]
+        assert len(mine) == len(durs) > 0
+        assert mine["device_us"].sum() == pytest.approx(sum(durs), rel=1e-9) and mine["device_us"].sum() > 0
+    # the same program each step: the same HLO ops in the same order
+    names = [tuple(r.ops[r.ops["step"] == n].sort_values("start_us")["name"]) for n in range(3)]
+    assert names[0] == names[1] == names[2]
+    assert r.meta.extra["steps"] == "host step_num markers"
+
+
+def test_traces_without_step_markers_keep_step_minus_one():
+    r = read_trace(CPU_FIXTURE)  # captured without StepTraceAnnotation
+    assert (r.ops["step"] == -1).all() and (r.kernels["step"] == -1).all()
+    assert r.meta.extra["steps"] == "none marked"
+
+
 # ---------------------------------------------------------------- MI300X (corpus)
 
 def test_mi300x_device_time_classes_and_xprof(corpus, tmp_path):
@@ -175,6 +227,7 @@ def test_mi300x_device_time_classes_and_xprof(corpus, tmp_path):
     total = kernels["dur_us"].sum()
     assert total == pytest.approx(device_events_us(path), rel=1e-9)
     assert ops["device_us"].sum() == pytest.approx(total, rel=1e-12)
+    assert (ops["step"] == -1).all()  # this capture marks no steps
     by_class = ops.groupby("op_class")["device_us"].sum() / total
     assert by_class.get("other", 0.0) < 0.05
     assert by_class.get("conv", 0.0) > 0.5  # a 3-D convolution model
