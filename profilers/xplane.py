@@ -8,8 +8,8 @@ Device work (profilers.xplane_events) becomes one kernels row per event. Op rows
 * XLA:CPU (no device planes): the CPU is the device, so a thunk is both kernel and op.
 
 Each op's step is the number of the step marker around its launch (profilers.xplane_steps;
--1 when the capture marks none). Each op's module scope and jax primitive come from the HLO op_name metadata in the
-HloProtos the XSpace carries on ``/host:metadata`` (profilers.xla_hlo). We walk the
+-1 when the capture marks none). Its module scope and jax primitive come from the HLO
+op_name metadata in the HloProtos the XSpace carries on ``/host:metadata`` (profilers.xla_hlo). We walk the
 protobuf ourselves (profilers.xspace_proto) rather than use xprof's hlo_stats tool: that
 tool aggregates per HLO op (no per-invocation rows), writes cache files beside the input,
 and returns nothing for XLA:CPU traces. (Tests use it as an independent cross-check.)
