@@ -112,12 +112,14 @@ def test_inductor_one_region_and_module_share(inductor_bundle):
     assert m["stack_info"]["graph_breaks"] == 0
     ops = pd.read_parquet(inductor_bundle / "ops.parquet")
     found = set(ops["module"]) - {""}
-    assert found and found <= called_module_paths("transformer")
-    # the matmuls (extern kernels) get paths from the compiler; fused C++ kernels do not yet
+    # a fused kernel spanning two blocks lands on their container ('blocks', a ModuleList
+    # with no forward of its own), so compare with every module path, not only called ones
+    named = {n.replace(".", "/") for n, _ in load_model("transformer").module.named_modules() if n}
+    assert found and called_module_paths("transformer") & found and found <= named, found - named
     mm = ops[ops["name"].isin(["aten::addmm", "aten::mm", "aten::bmm"]) & (ops["step"] >= 0)]
     assert (mm["module"] != "").all()
     share = device_share_with_module(ops)
-    assert 0.2 < share <= 1.0, share  # measured ~0.55 on this 2-core CPU
+    assert 0.15 < share <= 1.0, share  # 0.27-0.75 over noisy 2-step runs (0.40 before fused kernels got paths)
 
 
 @pytest.mark.slow

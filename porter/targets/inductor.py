@@ -1,15 +1,16 @@
 """torch.compile with the inductor backend, profiled with torch.profiler (Kineto).
 
 No hooks: they would break the graph at every module (see ARCHITECTURE facts). A
-counting backend records each compiled region's dynamo graph (for module paths and the
-region count) and hands it to inductor unchanged; C++ kernels are built with
-``cpp.enable_kernel_profile`` so each shows up in the trace under its own name.
-Module paths then come from porter.targets.inductor_attribution.
+counting backend counts compiled regions and hands each dynamo graph to compile_fx
+unchanged, with an inner_compile that records, per kernel call site, the FX nodes it
+computes (inductor provenance tracking; see porter.targets.inductor_attribution). C++
+kernels are built with ``cpp.enable_kernel_profile`` so each shows up in the trace
+under its own name. Caches are off for this compile: a cache hit generates no code
+and so would record nothing.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,11 +20,10 @@ from porter.targets.base import Prepared
 from porter.targets.torch_common import TorchStack
 
 
-def loaded_code_files() -> set[str]:
-    from torch._inductor.codecache import PyCodeCache
-
-    mods = PyCodeCache.modules
-    return {getattr(m, "__file__", "") for m in (mods.values() if isinstance(mods, dict) else mods)} - {""}
+# config that only adds bookkeeping (profiler ranges, provenance comments) or skips caches;
+# the kernels and their order stay what a plain compile generates (tests check this)
+RECORDING_CONFIG = {"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1,
+                    "fx_graph_cache": False}
 
 
 class TorchInductor(TorchStack):
@@ -35,14 +35,16 @@ class TorchInductor(TorchStack):
     def make_call(self, prepared: Prepared):
         from torch._inductor.compile_fx import compile_fx
 
-        graphs: list[dict[str, str]] = []
+        graphs: list[str] = []
+        records: list[attribution.RegionRecord] = []
 
         def counting_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]):
-            graphs.append(attribution.node_modules(gm))
-            return compile_fx(gm, example_inputs)
+            graphs.append(gm.__class__.__name__)
+            return compile_fx(gm, example_inputs, inner_compile=attribution.recording_inner(records))
 
         compiled = torch.compile(prepared.handle, backend=counting_backend)
         prepared.info["_graphs"] = graphs
+        prepared.info["_records"] = records
 
         def call(*inputs: Any) -> Any:
             with torch.no_grad():
@@ -51,27 +53,23 @@ class TorchInductor(TorchStack):
         return call
 
     def first_run_impl(self, prepared: Prepared) -> Any:
-        import torch._dynamo
+        import torch._functorch.config as functorch_config
         import torch._inductor.config as inductor_config
         from torch._dynamo.utils import counters
 
-        before = loaded_code_files()
         breaks_before = sum(counters["graph_break"].values())
-        with inductor_config.patch({"cpp.enable_kernel_profile": True}):
+        with inductor_config.patch(RECORDING_CONFIG), functorch_config.patch(enable_autograd_cache=False):
             out = self.run(prepared)
-        graphs = prepared.info["_graphs"]
-        prepared.info["compiled_regions"] = len(graphs)
+        prepared.info["compiled_regions"] = len(prepared.info["_graphs"])
         prepared.info["graph_breaks"] = sum(counters["graph_break"].values()) - breaks_before
-        files = sorted(loaded_code_files() - before)
-        prepared.info["_calls"] = attribution.wrapper_sources([Path(f) for f in files])
-        prepared.info["wrapper_calls"] = len(prepared.info["_calls"])
+        calls = attribution.region_calls(prepared.info["_records"])
+        prepared.info["_calls"] = calls
+        prepared.info["wrapper_calls"] = len(calls)
+        prepared.info["wrapper_calls_with_module"] = sum(1 for c in calls if c.module)
         return out
 
     def attribute_modules_impl(self, prepared: Prepared, ops):
-        nodes: dict[str, str] = {}
-        for g in prepared.info.get("_graphs", []):
-            nodes.update(g)
-        return attribution.attribute(ops, prepared.info.get("_calls", []), nodes)
+        return attribution.attribute(ops, prepared.info.get("_calls", []))
 
     def module_callable(self, module: torch.nn.Module):
         """The submodule compiled by itself with inductor, whole graph or an error.

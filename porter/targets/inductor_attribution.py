@@ -1,70 +1,109 @@
 """Module paths for inductor-compiled code, from the compiler instead of hooks.
 
 Hooks that open profiler ranges make dynamo break the graph at every module, which
-changes the program measured; so the inductor stack leaves the model alone and joins:
+changes the program measured; so the inductor stack leaves the model alone and asks the
+compiler, while it compiles, which FX nodes each kernel call computes:
 
-* the dynamo (pre-grad) graph: node name -> module path, from ``nn_module_stack``;
-* the generated wrapper code: the ordered calls of ``call()``, where each extern kernel
-  (addmm, bmm, mkldnn linear, ...) is preceded by ``# ... Source Nodes: [a, b, c]``; the
-  last source node is the one the call computes;
-* the profiled ops, matched to that call sequence in order within each step.
-
-Fused C++ kernels carry no source-node comment at their call site, so they stay without
-a module; the share of device time that does get one is reported by the capture.
+* inductor's provenance tracking (``config.trace.provenance_tracking_level = 1``) gives
+  every kernel call site in the generated wrapper a debug handle
+  (``# [Provenance debug handles] cpp_fused_gelu_6:14``) and records handle -> the
+  post-grad FX nodes it computes. That map lives in ``torch._inductor.debug`` only for
+  the duration of one compile, so a wrapping ``inner_compile`` copies it right after
+  code generation, together with each post-grad node's ``nn_module_stack`` and the
+  wrapper source. A kernel reused by several blocks has one handle per call site, so
+  each call gets its own module.
+* The rule for a call whose nodes span several modules: its module is the deepest
+  common module path of its nodes, not counting nodes that an earlier call of the same
+  graph already computed (inductor recomputes cheap producers, e.g. the embedding sum,
+  inside later fused kernels; they belong to the first kernel that computes them). Nodes
+  written in the root forward have path '' and so pull the call to the root ('').
+* The profiled ops are then matched to the call sequence in order within each step;
+  the ops a matched call launches inherit its module.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import pandas as pd
 import torch
 
-SOURCE_NODES = re.compile(r"#.*Source Nodes: \[([^\]]*)\]")
+HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
-    r"^\s*(?:extern_kernels\.(?P<ext>\w+)|torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)(?:\.\w+)?|aten\.(?P<aten>\w+)(?:\.\w+)?"
-    r"|(?P<cpp>cpp_fused\w*|cpp_\w+))\("
+    r"^\s*(?:[\w, ]+=\s*)?(?:extern_kernels\.(?P<ext>\w+)|torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)(?:\.\w+)?"
+    r"|aten\.(?P<aten>\w+)(?:\.\w+)?|(?P<cpp>cpp_\w+))\("
 )
 TRACE_CPP = re.compile(r"^graph_\d+_(cpp_\w+)$")
+ROOT_LOCAL = re.compile(r"^L\[['\"]\w+['\"]\]")
 QUALIFIER = re.compile(r"\[['\"]?(\w+)['\"]?\]")
 
 
 @dataclass(frozen=True)
 class WrapperCall:
     callee: str  # as the profiler names it: 'aten::addmm', 'mkldnn::_linear_pointwise', 'cpp_fused_gelu_view_6'
-    source_node: str  # '' when the call site carries no source-node comment
+    module: str  # '' when unknown or the root
+
+
+@dataclass
+class RegionRecord:
+    """What one compiled region's inductor compile knew, copied while it compiled."""
+
+    source: str = ""
+    handle_nodes: dict[str, list[str]] = field(default_factory=dict)  # 'cpp_fused_x:3' -> post-grad nodes
+    node_modules: dict[str, str] = field(default_factory=dict)  # post-grad node -> module path
 
 
 def stack_path(qualified: str) -> str:
-    """dynamo nn_module_stack name ("L['self'].blocks[0].attn") -> 'blocks/0/attn'."""
-    text = qualified
-    if text.startswith("L['self']"):
-        text = text[len("L['self']"):]
+    """dynamo nn_module_stack name ("L['self'].blocks[0].attn", "L['fn'].0") -> 'blocks/0/attn'."""
+    text = ROOT_LOCAL.sub("", qualified)
     text = QUALIFIER.sub(r".\1", text).replace("._modules.", ".").lstrip(".")
     return text.replace(".", "/")
 
 
 def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
-    """Dynamo graph node name -> innermost module path ('' for the root)."""
+    """Graph node name -> innermost module path ('' for the root forward)."""
     out = {}
     for node in gm.graph.nodes:
         stack = node.meta.get("nn_module_stack") or {}
-        if stack:
-            out[node.name] = stack_path(list(stack.values())[-1][0])
+        out[node.name] = stack_path(list(stack.values())[-1][0]) if stack else ""
     return out
 
 
-def parse_wrapper(source: str) -> list[WrapperCall]:
-    """Kernel calls of the generated call(), in order, with their source node."""
+def common_path(paths: list[str]) -> str:
+    """Deepest module path containing every path ('' when they share none)."""
+    if not paths:
+        return ""
+    parts = [p.split("/") if p else [] for p in paths]
+    out = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        out.append(level[0])
+    return "/".join(out)
+
+
+def handle_modules(record: RegionRecord) -> dict[str, str]:
+    """Call-site handle -> module, by the rule in the module docstring (handles in call order)."""
+    seen: set[str] = set()
+    out = {}
+    for handle in sorted(record.handle_nodes, key=lambda h: int(h.rsplit(":", 1)[1])):
+        nodes = [n for n in record.handle_nodes[handle] if n in record.node_modules]
+        fresh = [n for n in nodes if n not in seen] or nodes
+        out[handle] = common_path([record.node_modules[n] for n in fresh])
+        seen.update(nodes)
+    return out
+
+
+def parse_wrapper(source: str, modules: dict[str, str]) -> list[WrapperCall]:
+    """Kernel calls of the generated call(), in order, with the module of their handle."""
     calls, pending = [], ""
     body = source.split("\ndef call(", 1)[-1]
     for line in body.splitlines():
-        m = SOURCE_NODES.search(line)
+        m = HANDLE.search(line)
         if m:
-            nodes = [n.strip() for n in m.group(1).split(",") if n.strip()]
-            pending = nodes[-1] if nodes else ""
+            pending = m.group(1)
             continue
         c = CALL.match(line)
         if not c:
@@ -77,22 +116,38 @@ def parse_wrapper(source: str) -> list[WrapperCall]:
             callee = f"aten::{c.group('aten')}"
         else:
             callee = c.group("cpp")
-        calls.append(WrapperCall(callee, pending))
+        calls.append(WrapperCall(callee, modules.get(pending, "")))
         pending = ""
     return calls
 
 
-def wrapper_sources(paths: list[Path]) -> list[WrapperCall]:
-    calls: list[WrapperCall] = []
-    for p in paths:
-        try:
-            calls.extend(parse_wrapper(Path(p).read_text()))
-        except OSError:
-            continue
-    return calls
+def region_calls(records: list[RegionRecord]) -> list[WrapperCall]:
+    return [call for r in records for call in parse_wrapper(r.source, handle_modules(r))]
 
 
-def attribute(ops: pd.DataFrame, calls: list[WrapperCall], nodes: dict[str, str]) -> pd.DataFrame:
+def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
+    """An inner_compile for compile_fx that runs compile_fx_inner unchanged and keeps a RegionRecord.
+
+    Needs ``trace.provenance_tracking_level = 1`` and the FX/AOT caches off (a cache hit
+    generates no code, so nothing would be recorded).
+    """
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    def inner(gm: torch.fx.GraphModule, example_inputs: Any, **kwargs: Any) -> Any:
+        out = compile_fx_inner(gm, example_inputs, **kwargs)
+        import torch._inductor.debug as inductor_debug
+
+        records.append(RegionRecord(
+            source=getattr(out, "source_code", "") or "",
+            handle_nodes={k: list(v) for k, v in inductor_debug._inductor_triton_kernel_to_post_grad_node_info.items()},
+            node_modules=node_modules(gm),  # gm now holds the post-grad graph the handles name
+        ))
+        return out
+
+    return inner
+
+
+def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     """Set ops.module for ops matched (in order, per step) to wrapper calls; descendants inherit."""
     if not calls:
         return ops
@@ -110,8 +165,9 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall], nodes: dict[str, str]
             j = next((k for k in range(i, len(calls)) if calls[k].callee == name), None)
             if j is None:
                 continue
-            module[row.op_id] = nodes.get(calls[j].source_node, "")
+            module[row.op_id] = calls[j].module
             i = j + 1
+
     def resolve(op_id: int) -> str:
         seen = op_id
         while seen != -1:
