@@ -68,3 +68,27 @@ def test_linear_gelu_layernorm_through_torchax_matches_eager():
     got = torch.from_numpy(jax.device_get(out).copy())
     rel = float((got.double() - ref.double()).norm() / ref.double().norm())
     assert rel <= 1e-5, rel
+
+
+def test_torch_compile_still_works_after_torchax_is_imported():
+    # torchax registers a "jax" accelerator; without the shim's fix, dynamo then fails every
+    # later torch.compile in the process ("PyTorch is not linked with support for jax devices"),
+    # which broke `porter diagnose --from xla --to cpu:inductor`.
+    code = textwrap.dedent("""
+        import torch
+        from porter.compat.torchax_shim import import_torchax
+        tx = import_torchax()
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).eval()
+        x = torch.randn(2, 8)
+        with torch.no_grad():
+            compiled = torch.compile(model)(x)
+            eager = model(x)
+        assert torch.allclose(compiled, eager, atol=1e-6), (compiled - eager).abs().max()
+        env = tx.default_env()
+        with env:
+            out = torch.nn.Linear(8, 8).to("jax")(torch.randn(2, 8, device="jax"))
+        print(type(out).__module__)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().startswith("torchax")

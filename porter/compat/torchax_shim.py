@@ -62,7 +62,22 @@ def _import_and_build_tables() -> ModuleType:
             del sys.modules[name]
     torchax = importlib.import_module("torchax")
     torchax.default_env()
+    _hide_from_torch_accelerator(torchax)
     return torchax
+
+
+def _hide_from_torch_accelerator(torchax: ModuleType) -> None:
+    """Stop torchax's import from turning every later torch.compile in the process into a crash.
+
+    torchax renames PrivateUse1 to "jax" and registers a device module that says it is
+    available, so torch.accelerator then reports a "jax" accelerator; dynamo asks the C++
+    accelerator hooks for its current stream and fails with "PyTorch is not linked with
+    support for jax devices" (seen with torch 2.13, torchax 0.0.13). porter drives torchax
+    through its environment, never through torch.accelerator, so the module says unavailable.
+    """
+    device_module = getattr(torchax, "device_module", None)
+    if device_module is not None and hasattr(device_module, "is_available"):
+        device_module.is_available = lambda: False
 
 
 def _import_with_placeholders(report: ShimReport) -> ModuleType:
