@@ -4,6 +4,7 @@ how module paths get into the trace."""
 
 from __future__ import annotations
 
+import abc
 import contextlib
 from pathlib import Path
 from typing import Any, ContextManager
@@ -63,8 +64,9 @@ class TorchStack(Stack):
         prepared.call = self.make_call(prepared)
         return prepared
 
+    @abc.abstractmethod
     def make_call(self, prepared: Prepared):
-        raise NotImplementedError
+        """The callable one forward runs (eager: the module; inductor: its compiled form)."""
 
     def tagging(self, prepared: Prepared) -> ContextManager[Any]:
         """Context that puts module paths into the profiled forwards (eager: hook ranges)."""
