@@ -80,7 +80,7 @@ def fp64_outputs(model: Any) -> dict[str, torch.Tensor]:
             outs[path] = t.detach().clone()
 
     inputs = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in model.example_inputs)
-    with torch.no_grad(), module_hooks(ref, ranges=False, on_output=keep):
+    with torch.no_grad(), module_hooks(ref, on_output=keep):
         final = first_tensor(ref(*inputs))
     if final is not None:
         outs[OUTPUT] = final

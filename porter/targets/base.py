@@ -19,7 +19,7 @@ import abc
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import torch
 
@@ -135,35 +135,41 @@ class ModuleTracker:
         return self.stack[-1] if self.stack else None
 
 
+def torch_range(qualified_name: str) -> ContextManager[Any]:
+    """The profiler range that tags a module's work in torch traces: porter.module:<path>."""
+    return torch.profiler.record_function(range_name(module_path(qualified_name)))
+
+
 @contextlib.contextmanager
 def module_hooks(
     root: torch.nn.Module,
     *,
-    ranges: bool = True,
+    scope: Callable[[str], ContextManager[Any]] | None = None,
     tracker: ModuleTracker | None = None,
     on_output: Callable[[str, Any, Any], None] | None = None,
 ) -> Iterator[None]:
     """Install forward pre/post hooks on every submodule of root for the duration.
 
-    ranges: open/close ``record_function('porter.module:<path>')`` around each module.
+    scope(qualified_name): a context entered around each module's forward, the way a stack
+    tags a module's work (torch: torch_range; XLA: a jax.named_scope); None tags nothing.
     tracker: keep the running module stack (for naming the module a failure happened in).
     on_output(path, inputs, output): called after each module's forward.
-    Hooks are always removed, also when the forward raises.
+    Hooks are always removed and scopes closed, also when the forward raises.
     """
     handles = []
-    open_ranges: dict[int, list[Any]] = {}
+    open_scopes: dict[int, list[Any]] = {}
 
-    def pre(path: str, mod: torch.nn.Module, args: Any) -> None:
+    def pre(name: str, path: str, mod: torch.nn.Module, args: Any) -> None:
         if tracker is not None:
             tracker.stack.append(path)
-        if ranges:
-            rf = torch.profiler.record_function(range_name(path))
-            rf.__enter__()
-            open_ranges.setdefault(id(mod), []).append(rf)
+        if scope is not None:
+            ctx = scope(name)
+            ctx.__enter__()
+            open_scopes.setdefault(id(mod), []).append(ctx)
 
     def post(path: str, mod: torch.nn.Module, args: Any, output: Any) -> None:
-        if ranges:
-            stack = open_ranges.get(id(mod))
+        if scope is not None:
+            stack = open_scopes.get(id(mod))
             if stack:
                 stack.pop().__exit__(None, None, None)
         if tracker is not None and tracker.stack and tracker.stack[-1] == path:
@@ -175,7 +181,7 @@ def module_hooks(
         if not name:
             continue  # the root is the whole step; it carries no module path
         path = module_path(name)
-        handles.append(mod.register_forward_pre_hook(lambda m, a, _p=path: pre(_p, m, a)))
+        handles.append(mod.register_forward_pre_hook(lambda m, a, _n=name, _p=path: pre(_n, _p, m, a)))
         handles.append(mod.register_forward_hook(lambda m, a, o, _p=path: post(_p, m, a, o)))
     try:
         yield
@@ -186,7 +192,7 @@ def module_hooks(
     finally:
         for h in handles:
             h.remove()
-        for stack in open_ranges.values():  # a forward that raised leaves ranges open
+        for stack in open_scopes.values():  # a forward that raised leaves scopes open
             while stack:
                 stack.pop().__exit__(None, None, None)
 
@@ -328,7 +334,7 @@ class Stack(abc.ABC):
         """Default: a forward with tracking hooks on the torch module (no ranges)."""
         tracker = ModuleTracker()
         prepared.info["_tracker"] = tracker
-        with module_hooks(prepared.model.module, ranges=False, tracker=tracker):
+        with module_hooks(prepared.model.module, tracker=tracker):
             return self.run(prepared)
 
     def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> "CaptureFailure":

@@ -116,7 +116,7 @@ class TorchStack(Stack):
             keep(acts.outputs, path, output)
 
         module = prepared.handle
-        with torch.no_grad(), module_hooks(module, ranges=False, on_output=on_output):
+        with torch.no_grad(), module_hooks(module, on_output=on_output):
             module(*prepared.inputs)
             torch_sync(prepared.device)
         acts.skipped = sorted(set(acts.skipped))
@@ -158,5 +158,5 @@ def tracked_first_run(stack: Stack, prepared: Prepared) -> Any:
     """First eager forward with the module tracker and the failed-op watch on."""
     tracker = ModuleTracker()
     prepared.info["_tracker"] = tracker
-    with module_hooks(prepared.handle, ranges=False, tracker=tracker), FailedOpWatch(tracker):
+    with module_hooks(prepared.handle, tracker=tracker), FailedOpWatch(tracker):
         return stack.run(prepared)

@@ -9,7 +9,7 @@ from typing import Any, ContextManager
 
 import torch
 
-from porter.targets.base import Prepared, module_hooks
+from porter.targets.base import Prepared, module_hooks, torch_range
 from porter.targets.torch_common import TorchStack, tracked_first_run
 
 
@@ -31,7 +31,7 @@ class TorchEager(TorchStack):
         return tracked_first_run(self, prepared)
 
     def tagging(self, prepared: Prepared) -> ContextManager[Any]:
-        return module_hooks(prepared.handle, ranges=True)
+        return module_hooks(prepared.handle, scope=torch_range)
 
 
 STACK = TorchEager()

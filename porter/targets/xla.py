@@ -33,7 +33,7 @@ from porter.targets.base import (
     Prepared,
     Stack,
     first_tensor,
-    module_path,
+    module_hooks,
 )
 
 TPU_REMEDY = "capture on a TPU VM with `porter capture MODEL --on tpu -o DIR` and pass the bundle"
@@ -51,48 +51,19 @@ def jax_module_scopes(
     tracker: ModuleTracker | None = None,
     on_output: Callable[[str, Any, Any], None] | None = None,
 ) -> Iterator[None]:
-    """Hooks that open a jax.named_scope per submodule while a forward is traced.
+    """module_hooks with a jax.named_scope per submodule, entered while a forward is traced.
 
     Nested modules nest scopes. The root gets the empty tag ``porter.module:``, so ops
-    outside every submodule read back as module "" (not as torchax's op scopes). on_output(path, args, output) is
-    called after each module's forward (with traced values under jit).
+    outside every submodule read back as module "" (not as torchax's op scopes).
+    on_output(path, args, output) is called after each module's forward (with traced values
+    under jit).
     """
     import jax
 
-    handles = []
-    open_scopes: list[Any] = []
-
-    def pre(name: str, mod: torch.nn.Module, args: Any) -> None:
-        scope = jax.named_scope(scope_name(name))
-        scope.__enter__()
-        open_scopes.append(scope)
-        if tracker is not None:
-            tracker.stack.append(module_path(name))
-
-    def post(name: str, mod: torch.nn.Module, args: Any, output: Any) -> None:
-        if open_scopes:
-            open_scopes.pop().__exit__(None, None, None)
-        if tracker is not None and tracker.stack:
-            tracker.stack.pop()
-        if on_output is not None:
-            on_output(module_path(name), args, output)
-
-    for name, mod in root.named_modules():
-        if name:
-            handles.append(mod.register_forward_pre_hook(lambda m, a, _n=name: pre(_n, m, a)))
-            handles.append(mod.register_forward_hook(lambda m, a, o, _n=name: post(_n, m, a, o)))
-    try:
-        with jax.named_scope(scope_name("")):
+    with jax.named_scope(scope_name("")):
+        with module_hooks(root, scope=lambda name: jax.named_scope(scope_name(name)),
+                          tracker=tracker, on_output=on_output):
             yield
-    except BaseException:
-        if tracker is not None and tracker.failed_in is None:
-            tracker.failed_in = tracker.current
-        raise
-    finally:
-        for h in handles:
-            h.remove()
-        while open_scopes:  # a forward that raised leaves scopes open
-            open_scopes.pop().__exit__(None, None, None)
 
 
 def _jax_device(device: str):
