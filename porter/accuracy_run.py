@@ -1,11 +1,11 @@
-"""Per-module accuracy of a live diagnosis: what porter.accuracy compares, gathered.
+"""Per-module accuracy of a live diagnosis: what porter.analysis.accuracy compares, gathered.
 
 * propagated error: the target capture's saved module outputs against the source's
   (both bundles' activations/, keyed by module path; the model output under "");
 * local error (shadow mode): every module run alone on the target stack
   (Stack.run_module), fed the input the source run recorded for it;
 * optional fp64 oracle: the model in float64, eager on the CPU, same inputs; each module
-  and the output get porter.accuracy.oracle_verdict.
+  and the output get porter.analysis.accuracy.oracle_verdict.
 
 The block it returns is diagnosis.json's `accuracy` (docs/diagnosis.md).
 """
@@ -19,10 +19,10 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from porter.accuracy import TOLERANCES, compare_modules, load_activations, oracle_verdict, shadow_run, tolerance_for
+from porter.analysis.accuracy import TOLERANCES, compare_modules, load_activations, oracle_verdict, shadow_run, tolerance_for
 from porter.bundle import ACTIVATIONS, Bundle
-from porter.capture import INPUT_KEY, OUTPUT_KEY
-from porter.opcost import canonical_dtype
+from porter.capture.options import INPUT_KEY, OUTPUT_KEY
+from porter.analysis.opcost import canonical_dtype
 from porter.targets import get_stack
 from porter.targets.base import first_tensor, module_hooks, module_path
 

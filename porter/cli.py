@@ -79,7 +79,7 @@ def show(
     Example: porter show bundles/h100_Qwen --by module --top 20
     """
     from porter.ingest import open_any
-    from porter.views import GROUPINGS, time_by
+    from porter.analysis.views import GROUPINGS, time_by
 
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
@@ -131,9 +131,8 @@ def diagnose(
     """
     import shlex
 
-    from porter.capture import CaptureOptions
-    from porter.diagnose import diagnose as run_diagnosis
-    from porter.diagnose import summary_lines
+    from porter.capture.options import CaptureOptions
+    from porter.diagnose import diagnose_specs, summary_lines
 
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
@@ -146,8 +145,8 @@ def diagnose(
                 if not err.is_terminal:  # no spinner on a pipe: one line per stage
                     err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
 
-            d, dest = run_diagnosis(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
-                                    report=not no_report, capture_options=opts, progress=progress, command=command)
+            d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
+                                     report=not no_report, capture_options=opts, progress=progress, command=command)
     except PorterError as exc:
         fail(exc)
     if as_json:
@@ -175,7 +174,8 @@ def capture(
 
     Example: porter capture transformer --on cpu:inductor -o captures/tf_inductor
     """
-    from porter.capture import CaptureOptions, capture as run_capture
+    from porter.capture.options import CaptureOptions
+    from porter.capture.run import capture as run_capture
 
     dest = out_dir or Path("captures") / f"{Path(model).stem if ':' in model else model}@{on.replace(':', '_')}"
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats, activations=not no_activations,
@@ -202,8 +202,8 @@ def capture(
 @app.command()
 def models() -> None:
     """List the built-in models with parameter counts and input shapes."""
-    from porter.models import load_model
-    from porter.models.zoo import BUILTINS
+    from porter.capture.models import load_model
+    from porter.capture.models.zoo import BUILTINS
 
     table = Table(title="built-in models (or pass FILE.py:factory / package.module:factory)", title_justify="left")
     for col in ("name", "params", "inputs", "about"):
@@ -240,7 +240,7 @@ def report(
 
     Example: porter report diag/ --format html -o qwen.html
     """
-    from porter.report import FORMATS, write_reports
+    from reports.build import FORMATS, write_reports
 
     formats = list(FORMATS) if fmt == "all" else [fmt]
     try:

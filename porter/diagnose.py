@@ -22,15 +22,14 @@ from typing import Any, Callable
 import pandas as pd
 
 from porter import __version__
-from porter.align import Alignment, align, unmatched
-from porter.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
+from porter.analysis.align import Alignment, align, unmatched
+from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
 from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
 from porter.errors import BundleError, PorterError
-from porter.fixes import Catalogue
-from porter.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
-from porter.groupcost import group_facts
-from porter.ingest import open_any
-from porter.roofline import group_roofline, roofline_block, side_ceilings
+from porter.analysis.fixes import Catalogue
+from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
+from porter.analysis.groupcost import group_facts
+from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
 FORMAT = "porter.diagnosis/1"
@@ -90,36 +89,6 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
             path=target.path,
             hint="diagnose two runs of the same model, or pass --force to compare them anyway",
         )
-
-
-def both_targets(source: str | Path, target: str | Path) -> bool:
-    """Neither input exists as a file and both read as targets (cpu, xla, cpu:inductor...)."""
-    from porter.targets import parse_target
-
-    for spec in (source, target):
-        if Path(spec).exists():
-            return False
-        try:
-            parse_target(str(spec))
-        except PorterError:
-            return False
-    return True
-
-
-def open_input(spec: str | Path, model: Any, role: str, workdir: Path, options: Any = None,
-               progress: Progress = lambda msg: None) -> Bundle:
-    """A bundle directory, a raw trace file, or (with a model: a ModelSpec) a target to capture now."""
-    path = Path(spec)
-    if path.exists():
-        return open_any(path)
-    if model is not None:
-        from porter.capture import capture  # only the live path needs the capture stack
-
-        result = capture(model, str(spec), workdir / f".capture-{role}", options,
-                         progress=lambda msg: progress(f"{role} {spec}: {msg}"))
-        return open_any(result.path)
-    raise PorterError(f"{role}: no such bundle or trace file", path=path,
-                      hint="pass a bundle directory or a trace file, or a MODEL and a target such as cpu or xla")
 
 
 # ---------------------------------------------------------------- analysis
@@ -276,61 +245,64 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
         write_manifest(tmp, manifest)
 
 
-def diagnose(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
-             force: bool = False, oracle: str | None = None,
-             catalogue: str | Path | None = None, report: bool = True, capture_options: Any = None,
-             progress: Progress = lambda msg: None, command: str | None = None) -> tuple[Diagnosis, Path]:
-    """Read (or capture) both sides, analyse, then write DIR/source, DIR/target and
-    DIR/diagnosis.json (and, with report, DIR/report.html, report.md and summary.md).
+def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
+             force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
+             report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
+             seconds: dict[str, float] | None = None) -> tuple[Diagnosis, Path]:
+    """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
+    with report, DIR/report.html and report.md).
 
-    With no model and both inputs naming targets, the default built-in model is captured.
-    capture_options: porter.capture.CaptureOptions for live captures (default LIVE_OPTIONS).
+    model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
+    seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
-    cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
     warnings: list[str] = []
-    if model is None and both_targets(source, target):
-        from porter.models import DEFAULT_MODEL
-
-        model = DEFAULT_MODEL
-    spec = None
-    if model is not None:
-        from porter.capture import CaptureOptions
-        from porter.models import load_model
-
-        spec = load_model(model)
-        capture_options = capture_options or CaptureOptions(**LIVE_OPTIONS)
-    src = open_input(source, spec, "source", out, capture_options, progress)
-    tgt = open_input(target, spec, "target", out, capture_options, progress)
-    t_read = time.perf_counter() - t0
-    check_same_model(src, tgt, force)
-    t1 = time.perf_counter()
+    check_same_model(source, target, force)
     from porter.accuracy_run import accuracy_block
 
-    acc = accuracy_block(src, tgt, spec, oracle, progress)
-    if oracle and (acc is None or spec is None):
+    acc = accuracy_block(source, target, model, oracle, progress)
+    if oracle and (acc is None or model is None):
         warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
-    t_acc = time.perf_counter() - t1
+    t_acc = time.perf_counter() - t0
     progress("aligning and attributing")
-    d = analyse(src, tgt, catalogue=cat, accuracy=acc)
+    d = analyse(source, target, catalogue=catalogue, accuracy=acc)
     d.extras.update(warnings=warnings, command=command)
-    d.seconds.update(read=t_read, accuracy=t_acc)
+    d.seconds.update(seconds or {})
+    d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()
-    keep_bundle(src, out / "source")
-    keep_bundle(tgt, out / "target")
-    for role in SIDES:  # live captures were staged in hidden directories
-        shutil.rmtree(out / f".capture-{role}", ignore_errors=True)
+    keep_bundle(source, out / "source")
+    keep_bundle(target, out / "target")
     d.seconds["write_bundles"] = time.perf_counter() - t1
-    d.seconds["total"] = time.perf_counter() - t0
+    d.seconds["total"] = time.perf_counter() - t0 + d.seconds.get("read", 0.0)
     dest = out / DIAGNOSIS
     write_json_atomic(dest, to_json(d))
     if report:
-        from porter.report import write_reports  # rendering only; the analysis does not need it
+        from reports.build import write_reports  # rendering only; the analysis does not need it
 
         progress("writing reports")
         write_reports(out, ("html", "md"))
     return d, dest
+
+
+def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
+                   catalogue: str | Path | None = None, capture_options: Any = None,
+                   progress: Progress = lambda msg: None, **kwargs: Any) -> tuple[Diagnosis, Path]:
+    """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
+    through porter.inputs, then diagnose the two bundles. kwargs go to diagnose().
+
+    capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
+    """
+    from porter.capture.options import CaptureOptions
+    from porter.inputs import resolve_pair
+
+    cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
+    t0 = time.perf_counter()
+    with resolve_pair(source, target, out_dir, model=model,
+                      options=capture_options or CaptureOptions(**LIVE_OPTIONS), progress=progress) as pair:
+        read = time.perf_counter() - t0
+        return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
+                        progress=progress, seconds={"read": read}, **kwargs)
 
 
 # ---------------------------------------------------------------- terminal summary
@@ -360,7 +332,7 @@ def roofline_lines(roof: dict[str, Any] | None) -> list[str]:
 
 def fix_lines(fixes: list[dict[str, Any]], width: int, top: int = 3) -> list[str]:
     """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
-    from porter.report import fix_where
+    from reports.build import fix_where
 
     if not fixes:
         return ["fixes: no catalogue fix applies to these gaps"]

@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 rm -rf .venv
 python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -c constraints/cpu.txt -e '.[test]'
+# The layer contracts (pyproject.toml [tool.importlinter]): a wrong import fails here.
+.venv/bin/lint-imports --no-cache
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -15,30 +15,9 @@ QWEN_SRC = "kineto/h100_Qwen_Qwen1.5-0.5B-Chat.json.gz"
 QWEN_TGT = "kineto/mi300x_Qwen_Qwen1.5-0.5B-Chat.json.gz"
 
 
-# Known, named gaps in the live path while its branches land; a test skips only on these.
-LIVE_NOT_READY = {
-    "CaptureResult": "diagnose's live path passes capture()'s CaptureResult where a path is expected (branches diagnose + capture)",
-    "unknown target": "the xla stack is not registered on this branch yet (branch xlaort)",
-    "No module named 'porter.capture'": "live capture is not on this branch yet (branch capture)",
-}
-
-
-_skipped: dict[str, str] = {}  # output dir -> why it could not be made (asked again: skip at once)
-
-
 def diagnose(out: Path, *args: str) -> Path:
     """Run `porter diagnose ARGS -o out`; skip with the reason when it cannot run here."""
-    if str(out) in _skipped:
-        pytest.skip(_skipped[str(out)])
     proc = run_porter("diagnose", *args, "-o", str(out))
-    for marker, reason in LIVE_NOT_READY.items():
-        if proc.returncode != 0 and marker in proc.stderr:
-            _skipped[str(out)] = reason
-            pytest.skip(reason)
-    if "No such command" in proc.stderr:
-        pytest.skip("`porter diagnose` is not on this branch yet (branch diagnose)")
-    if "known formats:" in proc.stderr and "kineto" not in proc.stderr.split("known formats:")[1]:
-        pytest.skip("the Kineto reader is not on this branch yet (branch kineto)")
     if proc.returncode == 3:
         pytest.skip(f"target unavailable here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from porter.accuracy import (
+from porter.analysis.accuracy import (
     compare_modules, error_metrics, load_activations, oracle_verdict, shadow_run, tolerance_for,
 )
 from porter.errors import BundleError

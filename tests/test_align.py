@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from porter.align import UNMATCHED, align, align_sequences
-from porter.attribute import module_kind
+from porter.analysis.align import UNMATCHED, align, align_sequences
+from porter.analysis.attribute import module_kind
 from porter.ingest import open_any
 
 PAIRS = ("gaunernst_bert-small-uncased", "Falconsai_nsfw_image_detection", "Qwen_Qwen1.5-0.5B-Chat")

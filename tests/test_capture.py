@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from porter.capture import CaptureOptions, capture
+from porter.capture.run import CaptureOptions, capture
 from porter.errors import TargetUnavailable
-from porter.models import load_model
+from porter.capture.models import load_model
 from porter.targets import CaptureFailure
 from porter.targets import get_stack, parse_target
 from tests.conftest import run_porter

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from porter import charts
+from reports import charts
 
 SVG = "{http://www.w3.org/2000/svg}"
 values = st.lists(st.floats(min_value=0.01, max_value=1e7, allow_nan=False), min_size=1, max_size=30)

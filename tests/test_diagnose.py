@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from porter.diagnose import DIAGNOSIS, diagnose
+from porter.diagnose import DIAGNOSIS
+from porter.diagnose import diagnose_specs as diagnose
 from conftest import run_porter
 
 PAIRS = ("gaunernst_bert-small-uncased", "Falconsai_nsfw_image_detection", "Qwen_Qwen1.5-0.5B-Chat")

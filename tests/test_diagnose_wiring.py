@@ -20,9 +20,12 @@ from _diagnoses import diagnose as diagnose_cli
 from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis
 from conftest import FIXTURES, REPO, run_porter
 from porter.bundle import load_bundle
-from porter.diagnose import analyse, both_targets, diagnose
-from porter.fixes import FUSED_ATTENTION, load_catalogue, rank_fixes
-from porter.models import load_model
+from porter.errors import PorterError
+from porter.diagnose import analyse
+from porter.diagnose import diagnose_specs as diagnose
+from porter.inputs import InputKind, classify
+from porter.analysis.fixes import FUSED_ATTENTION, load_catalogue, rank_fixes
+from porter.capture.models import load_model
 
 PLANTED = f"{REPO / 'tests' / 'models' / 'fragile.py'}:model"
 
@@ -113,7 +116,7 @@ def _fused_attention_groups(diag: Path) -> set[str]:
         names = ops["framework_op"].where(ops["framework_op"] != "", ops["name"])
         for g in j["groups"]:
             if any(FUSED_ATTENTION.search(n) for n in names.loc[g[f"{side}_op_ids"]]):
-                out.add(str(g["group_id"]))  # fixes name groups by string id (porter.fixes)
+                out.add(str(g["group_id"]))  # fixes name groups by string id (porter.analysis.fixes)
     return out
 
 
@@ -181,10 +184,20 @@ def test_user_catalogue_reaches_diagnosis_json(tmp_path):
     assert not (tmp_path / "e").exists()  # checked before any work
 
 
-def test_targets_without_model_mean_the_default_model(tmp_path):
-    assert both_targets("cpu", "xla") and both_targets("cpu", "cpu:inductor")
-    assert not both_targets(str(FIXTURES / "cpu_mlp.json.gz"), "xla")
-    assert not both_targets(str(tmp_path / "nope.json"), "cpu")
+def test_each_side_is_classified_once(tmp_path):
+    """A side is a target, a trace file or a bundle; a path that does not exist and is no
+    target is one error naming the side."""
+    assert classify("cpu", "source").kind is InputKind.TARGET
+    assert classify("cpu:inductor", "target").kind is InputKind.TARGET
+    assert classify(str(FIXTURES / "cpu_mlp.json.gz"), "source").kind is InputKind.TRACE
+    with pytest.raises(PorterError, match="source: no such bundle or trace file, and not a target"):
+        classify(str(tmp_path / "nope.json"), "source")
+
+
+def test_one_live_side_without_model_is_refused_before_capture(tmp_path):
+    r = run_porter("diagnose", "--from", str(FIXTURES / "cpu_mlp.json.gz"), "--to", "xla", "-o", str(tmp_path / "d"))
+    assert r.returncode == 2 and "needs a MODEL" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()
 
 
 # ---------------------------------------------------------------- stacks run single modules

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from porter.errors import PorterError
-from porter.fixes import CONDITIONS, load_catalogue, misaligned_dims, rank_fixes, symptoms_table, tile_for
+from porter.analysis.fixes import CONDITIONS, load_catalogue, misaligned_dims, rank_fixes, symptoms_table, tile_for
 from porter.opclass import classify_op
-from porter.opcost import cost_of
-from porter.perfmodel import ceilings_for, recoverable_us, roofline_us
+from porter.analysis.opcost import cost_of
+from porter.analysis.perfmodel import ceilings_for, recoverable_us, roofline_us
 
 REQUIRED = {
     "matmul-precision-flag", "xla-matmul-precision", "compiler-fusion", "pad-to-tile", "static-shapes",

@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from porter.capture import CaptureOptions, capture, module_share
-from porter.models import load_model
+from porter.capture.run import CaptureOptions, capture, module_share
+from porter.capture.models import load_model
 from porter.targets import get_stack
 from porter.targets.inductor_attribution import RegionRecord, common_path, handle_modules, stack_path
 

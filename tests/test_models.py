@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from porter.errors import PorterError
-from porter.models import fingerprint, load_model
-from porter.models.zoo import BUILTINS
+from porter.capture.models import fingerprint, load_model
+from porter.capture.models.zoo import BUILTINS
 from tests.conftest import run_porter
 
 BAD = Path(__file__).parent / "models" / "bad_models.py"

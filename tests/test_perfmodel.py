@@ -18,8 +18,8 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 from porter.errors import PorterError
 from porter.opclass import classify_op
-from porter.opcost import canonical_dtype, cost_of, op_costs
-from porter.perfmodel import Ceilings, ceilings_for, expected_from_source_us, load_devices, recoverable_us, roofline_us
+from porter.analysis.opcost import canonical_dtype, cost_of, op_costs
+from porter.analysis.perfmodel import Ceilings, ceilings_for, expected_from_source_us, load_devices, recoverable_us, roofline_us
 
 
 def _profiled_rows(fn) -> list[dict]:
@@ -203,7 +203,7 @@ def test_unknown_device_and_measured_ceilings():
     assert c.peak_flops("bf16") == 700e12 and c.bytes_per_s == 2.9e12
     # other dtypes keep the datasheet ratio: fp32 scaled by 700/989.5
     assert c.peak_flops("fp32") == pytest.approx(67e12 * 700 / 989.5)
-    # the shape porter.capture writes: matmul_dtype as torch spells it
+    # the shape porter.capture.run writes: matmul_dtype as torch spells it
     c, _ = ceilings_for({"device": {"name": "mystery"}, "ceilings": {"matmul_flops_per_s": 1e12, "matmul_dtype": "float32"}})
     assert c.peak_flops("fp32") == 1e12 and math.isnan(c.bytes_per_s)
 

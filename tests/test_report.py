@@ -13,8 +13,8 @@ from conftest import run_porter
 
 from porter.errors import PorterError
 from porter.units import fmt_us
-from porter.report import model_from_diagnosis, write_reports
-from porter.report_render import md_code, render, render_all
+from reports.build import model_from_diagnosis, write_reports
+from reports.render import md_code, render, render_all
 
 INJECTED = '<script>throw new Error("injected")</script>'
 
@@ -169,8 +169,8 @@ def test_templates_ship_as_package_data():
     import tomllib
 
     repo = Path(__file__).resolve().parents[1]
-    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["porter"]
-    files = [p.relative_to(repo / "porter").as_posix() for p in (repo / "porter" / "templates").iterdir()]
+    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["reports"]
+    files = [p.relative_to(repo / "reports").as_posix() for p in (repo / "reports" / "templates").iterdir()]
     assert files and all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
 
 
@@ -208,12 +208,12 @@ def test_summary_is_plain_words(qwen, corpus):
 
 
 def ranked_fix_records(diag: Path) -> list[dict]:
-    """porter.fixes.rank_fixes on the real matched groups (kernel counts from the two bundles)."""
+    """porter.analysis.fixes.rank_fixes on the real matched groups (kernel counts from the two bundles)."""
     import numpy as np
     import pandas as pd
 
     from porter.bundle import load_bundle
-    from porter.fixes import fixes_frame, rank_fixes
+    from porter.analysis.fixes import fixes_frame, rank_fixes
 
     d = json.loads((diag / "diagnosis.json").read_text())
     g = pd.DataFrame(d["groups"])
@@ -258,7 +258,7 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
     diag = live_transformer_diagnosis(tmp_path_factory)
     d = json.loads((diag / "diagnosis.json").read_text())
     if d["accuracy"] is None:
-        pytest.skip("diagnose does not write the accuracy block yet (porter.accuracy is not wired into diagnose)")
+        pytest.skip("diagnose does not write the accuracy block yet (porter.analysis.accuracy is not wired into diagnose)")
     page = parse_html((diag / "report.html").read_text())
     assert "no-accuracy" not in page.by_id
     rows = page.tables["t-acc"][1:]
@@ -269,10 +269,10 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
 
 
 def test_accuracy_section_carries_compare_modules_rows(tmp_path):
-    """The contract with porter.accuracy: its per-module records render row for row, in model order."""
+    """The contract with porter.analysis.accuracy: its per-module records render row for row, in model order."""
     import torch
 
-    from porter.accuracy import compare_modules
+    from porter.analysis.accuracy import compare_modules
 
     names = real_kernel_names()  # a module name holding < > & must stay text
     gen = torch.Generator().manual_seed(0)
@@ -281,7 +281,7 @@ def test_accuracy_section_carries_compare_modules_rows(tmp_path):
     tgt = {k: v + (noise(1e-3 * (i + 1)) if v.numel() == 256 else 0) for i, (k, v) in enumerate(src.items())}
     local = {k: v + (noise(1e-2 if i == 2 else 1e-7) if v.numel() == 256 else 0) for i, (k, v) in enumerate(src.items())}
     df = compare_modules(src, tgt, local, dtype="fp32")
-    assert bool(df["introduces_error"].iloc[2])  # the planted local loss is found by porter.accuracy
+    assert bool(df["introduces_error"].iloc[2])  # the planted local loss is found by porter.analysis.accuracy
     records = json.loads(df.to_json(orient="records", double_precision=15))
     diag = hostile_diagnosis(names) | {"accuracy": {"dtype": "fp32", "modules": records}}
     (tmp_path / "diagnosis.json").write_text(json.dumps(diag))

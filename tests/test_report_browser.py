@@ -17,7 +17,7 @@ import pytest
 from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from test_report import INJECTED, hostile_diagnosis, parse_html
 
-from porter.report import write_reports
+from reports.build import write_reports
 
 DOCS_SHOT = Path(__file__).resolve().parents[1] / "docs" / "report-screenshot.png"
 FLAGS = [
@@ -92,7 +92,7 @@ def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
 def test_live_report_draws_the_accuracy_chart(tmp_path_factory):
     diag = live_transformer_diagnosis(tmp_path_factory)
     if json.loads((diag / "diagnosis.json").read_text())["accuracy"] is None:
-        pytest.skip("diagnose does not write the accuracy block yet (porter.accuracy is not wired into diagnose)")
+        pytest.skip("diagnose does not write the accuracy block yet (porter.analysis.accuracy is not wired into diagnose)")
     check, _ = selfcheck(diag / "report.html", tmp_path_factory.mktemp("profile"))
     assert_rendered(check, 4)
     assert any("chart-line" in c["kind"] for c in check["charts"])

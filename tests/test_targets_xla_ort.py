@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from porter.models import load_model
+from porter.capture.models import load_model
 from porter.targets.base import MODULE_RANGE_PREFIX
 from profilers.porter_tags import MODULE_TAG, module_from_tags
 from tests.conftest import run_porter

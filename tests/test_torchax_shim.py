@@ -20,7 +20,7 @@ def test_shim_imports_torchax_and_leaves_torch_ops_as_found():
         lookup = OpOverloadPacket.__getattr__
         before = {k: hasattr(getattr(torch.ops.aten, p), k) for p, k in
                   [("prod", "dim_Dimname"), ("norm", "names_ScalarOpt_dim"), ("prod", "dim_int")]}
-        from porter.compat.torchax_shim import REPORT, import_torchax
+        from porter.targets.torchax_shim import REPORT, import_torchax
         tx = import_torchax()
         after = {k: hasattr(getattr(torch.ops.aten, p), k) for p, k in
                  [("prod", "dim_Dimname"), ("norm", "names_ScalarOpt_dim"), ("prod", "dim_int")]}
@@ -39,7 +39,7 @@ def test_shim_imports_torchax_and_leaves_torch_ops_as_found():
 
 
 def test_unrelated_attribute_errors_are_not_swallowed():
-    from porter.compat.torchax_shim import MissingOverload, is_missing_overload_error
+    from porter.targets.torchax_shim import MissingOverload, is_missing_overload_error
 
     assert not is_missing_overload_error(AttributeError("module 'x' has no attribute 'y'"))
     assert not is_missing_overload_error(ImportError("has no overload name"))
@@ -53,7 +53,7 @@ def test_linear_gelu_layernorm_through_torchax_matches_eager():
     still catching any wrong lowering (those give errors of order 1)."""
     import jax
 
-    from porter.compat.torchax_shim import import_torchax
+    from porter.targets.torchax_shim import import_torchax
 
     tx = import_torchax()
     torch.manual_seed(0)
@@ -76,7 +76,7 @@ def test_torch_compile_still_works_after_torchax_is_imported():
     # which broke `porter diagnose --from xla --to cpu:inductor`.
     code = textwrap.dedent("""
         import torch
-        from porter.compat.torchax_shim import import_torchax
+        from porter.targets.torchax_shim import import_torchax
         tx = import_torchax()
         model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).eval()
         x = torch.randn(2, 8)

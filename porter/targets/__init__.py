@@ -1,8 +1,13 @@
-"""Execution stacks, one file each; a new stack is one file plus one line in STACK_MODULES.
+"""Execution stacks (part of the capture layer), one file each; a new stack is one file
+plus one line in STACK_MODULES.
 
 Each module listed exposes ``STACK``: an instance of porter.targets.base.Stack. Modules
 not yet written (or whose imports fail for a missing optional package) are reported as
-unavailable by ``targets_table()`` rather than breaking the CLI.
+unavailable by ``targets_table()`` rather than breaking the CLI. Shared here: ``base.py`` (the Stack interface),
+``torch_common.py``, ``failure.py`` (naming the failing op), ``ceilings.py`` (measured
+device ceilings) and ``torchax_shim.py`` (the one place that works around torchax's import).
+
+May import: porter.errors and porter.schema; never the analysis, the reports or the CLI.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A TARGET is ``DEVICE[:STACK]`` (``cpu``, ``cuda:inductor``, ``tpu``, ``cpu:ort``
 ``xla`` means JAX's default platform). One ``Stack`` subclass per file in porter/targets/
 supplies only the stack-specific parts (``*_impl`` methods); the public methods check
 state and arguments once, so every stack behaves the same at the edges (Polygraphy's
-runner pattern). The shared capture workflow lives in porter.capture.capture().
+runner pattern). The shared capture workflow lives in porter.capture.run.capture().
 
 Module tags: on every stack, each module's work is wrapped in a named range
 ``porter.module:<path>``, where path is the qualified name from named_modules() with "."
@@ -78,7 +78,7 @@ class Prepared:
 
     stack: str
     device: str
-    model: Any  # porter.models.ModelSpec
+    model: Any  # porter.capture.models.ModelSpec
     call: Callable[..., Any]
     inputs: tuple[Any, ...]
     info: dict[str, Any] = field(default_factory=dict)
@@ -284,7 +284,7 @@ class Stack(abc.ABC):
     def run_module(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> torch.Tensor:
         """Run one submodule alone on this stack, fed CPU torch inputs; its output as a CPU tensor.
 
-        Shadow mode for accuracy (porter.accuracy.shadow_run): the module sees the source
+        Shadow mode for accuracy (porter.analysis.accuracy.shadow_run): the module sees the source
         run's recorded input, so its error against the source's output is its own (local)
         error, not what it inherited upstream. Compiling stacks compile the submodule by itself.
         """
@@ -367,12 +367,12 @@ class Stack(abc.ABC):
         return {}
 
     def device_info_impl(self, device: str) -> dict[str, Any]:
-        from porter.ceilings import torch_device_info
+        from porter.targets.ceilings import torch_device_info
 
         return torch_device_info(device)
 
     def ceilings_impl(self, device: str, dtype: torch.dtype) -> dict[str, Any]:
-        from porter.ceilings import torch_ceilings
+        from porter.targets.ceilings import torch_ceilings
 
         return torch_ceilings(device, dtype)
 

@@ -13,7 +13,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from porter.ceilings import torch_device, torch_sync
+from porter.targets.ceilings import torch_device, torch_sync
 from porter.targets.base import Activations, Availability, ModuleTracker, Prepared, Stack, first_tensor, module_hooks
 
 CUDA_REMEDY = "capture on a {what} host with `porter capture MODEL --on {device} -o DIR` and pass the bundle with --from/--to"

@@ -102,7 +102,7 @@ class XlaStack(Stack):
                 False, f"jax has no {device.upper()} backend here (jax.devices() shows only {', '.join(shown)})", remedy
             )
         try:
-            from porter.compat.torchax_shim import import_torchax
+            from porter.targets.torchax_shim import import_torchax
 
             import_torchax()
         except ImportError as exc:
@@ -121,7 +121,7 @@ class XlaStack(Stack):
     def prepare_impl(self, model: Any, device: str) -> Prepared:
         import jax
 
-        from porter.compat.torchax_shim import REPORT, import_torchax
+        from porter.targets.torchax_shim import REPORT, import_torchax
 
         tx = import_torchax()
         env = tx.default_env()
@@ -241,7 +241,7 @@ class XlaStack(Stack):
         """The submodule as its own jitted JAX function (torchax), on the device."""
         import jax
 
-        from porter.compat.torchax_shim import import_torchax
+        from porter.targets.torchax_shim import import_torchax
 
         tx = import_torchax()
         env = tx.default_env()
@@ -259,7 +259,7 @@ class XlaStack(Stack):
         import jax
         import jaxlib
 
-        from porter.compat.torchax_shim import import_torchax
+        from porter.targets.torchax_shim import import_torchax
 
         return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "torchax": import_torchax().__version__}
 
@@ -268,7 +268,7 @@ class XlaStack(Stack):
         info: dict[str, Any] = {"type": device, "name": dev.device_kind, "platform": dev.platform,
                                 "runtime": str(getattr(dev.client, "platform_version", ""))}
         if device == "cpu":
-            from porter.ceilings import cpu_model_name
+            from porter.targets.ceilings import cpu_model_name
 
             info["name"] = cpu_model_name()
         return info
@@ -278,7 +278,7 @@ class XlaStack(Stack):
         import jax
         import jax.numpy as jnp
 
-        from porter.ceilings import CPU_BUDGET_S, _best_seconds
+        from porter.targets.ceilings import CPU_BUDGET_S, _best_seconds
 
         on_cpu = device == "cpu"
         n = 512 if on_cpu else 8192

@@ -1,8 +1,8 @@
-"""ReportModel -> text: Jinja2 templates packaged in porter/templates/, plus report.json.
+"""ReportModel -> text: Jinja2 templates packaged in reports/templates/, plus report.json.
 
 Autoescape is on for every template but the Markdown ones (kernel and op names hold
 `<`, `>`, `&`); Markdown cells go through md_text / md_code instead. Charts are SVG
-strings from porter.charts, which escape their own text, marked safe here.
+strings from reports.charts, which escape their own text, marked safe here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import jinja2
 from markupsafe import Markup
 
 from porter.errors import PorterError
-from porter.report_model import ReportModel
-from porter.report_view import build_charts, parity_text, summary_points
+from reports.model import ReportModel
+from reports.view import build_charts, parity_text, summary_points
 from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
@@ -56,7 +56,7 @@ def _autoescape(name: str | None) -> bool:
 
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("porter", "templates"),
+        loader=jinja2.PackageLoader("reports", "templates"),
         autoescape=_autoescape,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

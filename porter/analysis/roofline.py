@@ -1,8 +1,8 @@
 """Per matched group: the target's roofline time and the time a fix could recover.
 
-Wires porter.perfmodel into a diagnosis: ceilings for each side from its manifest
+Wires porter.analysis.perfmodel into a diagnosis: ceilings for each side from its manifest
 (measured at capture, else the datasheet table), FLOPs and bytes per group from
-porter.groupcost, then roofline, source time scaled to the target's hardware, and
+porter.analysis.groupcost, then roofline, source time scaled to the target's hardware, and
 recoverable / demonstrated time (docs/perfmodel.md has the formulas and why).
 
 Costs come from the target's own ops when its trace recorded shapes; a target without
@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from porter.perfmodel import Ceilings, ceilings_for, expected_from_source_us, recoverable_us, roofline_us
+from porter.analysis.perfmodel import Ceilings, ceilings_for, expected_from_source_us, recoverable_us, roofline_us
 
 FORMULA = ("roofline_us = max(flops / peak FLOP/s[dtype], bytes / bandwidth); "
            "recoverable_us = max(0, target_us - min(roofline_us, source_us scaled to the target)); "
@@ -47,7 +47,7 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
                    src: SideCeilings, tgt: SideCeilings) -> pd.DataFrame:
     """One row per group (groups' order): costs used, roofline, efficiency, expected, recoverable, demonstrated.
 
-    groups: group_id, source_us, target_us; source/target: porter.groupcost.group_facts
+    groups: group_id, source_us, target_us; source/target: porter.analysis.groupcost.group_facts
     indexed by group_id.
     """
     gid = groups["group_id"]
@@ -56,7 +56,7 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
     flops = np.where(use_t, t["flops"], s["flops"]).astype(np.float64)
     bytes_ = np.where(use_t, t["bytes"], s["bytes"]).astype(np.float64)
     dtype = np.where(t["dtype"].to_numpy(object) != "", t["dtype"].to_numpy(object), s["dtype"].to_numpy(object))
-    dtype = dtype.astype(object)  # '' unknown: porter.fixes must not read it as fp32
+    dtype = dtype.astype(object)  # '' unknown: porter.analysis.fixes must not read it as fp32
     peak_dtype = np.where(dtype == "", "fp32", dtype).astype(object)  # the FLOP term needs a peak; costs are NaN there anyway
     known = ~(np.isnan(flops) & np.isnan(bytes_))
     basis = np.where(use_t, "target ops", np.where(known, "source ops (same math)", "unknown"))

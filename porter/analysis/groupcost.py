@@ -1,7 +1,7 @@
 """What each matched group does, per side: kernels, FLOPs, bytes, dtype and shapes.
 
 The perf model and the fix catalogue reason about groups, but costs come per op
-(porter.opcost). Profilers record nested ops (aten::linear around aten::addmm), and both
+(porter.analysis.opcost). Profilers record nested ops (aten::linear around aten::addmm), and both
 carry a cost estimate, so summing every op would count a GEMM twice. An op's *self cost*
 is its estimate minus its direct children's (clipped at 0), the cost analogue of self
 time: a parent that only wraps its children keeps nothing, and the sum over a subtree is
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from porter.opcost import FLOAT_DTYPES, canonical_dtype, op_costs
+from porter.analysis.opcost import FLOAT_DTYPES, canonical_dtype, op_costs
 
 FACTS = ("kernels", "flops", "bytes", "dtype", "input_shapes", "dtypes", "framework_ops")
 
@@ -42,7 +42,7 @@ def _members(ids: pd.Series) -> pd.DataFrame:
 def group_facts(ids: pd.Series, ops: pd.DataFrame, times: pd.Series) -> pd.DataFrame:
     """One row per group (index = ids.index): see FACTS.
 
-    ids: group_id -> op ids of one side; times: op_id -> charged time (porter.optime).
+    ids: group_id -> op ids of one side; times: op_id -> charged time (porter.analysis.optime).
     dtype is the float dtype of the group's costliest op; input_shapes/dtypes are those
     of its most expensive op by time that recorded shapes ('' when none did).
     """

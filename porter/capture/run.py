@@ -30,24 +30,11 @@ import torch
 
 from porter.bundle import ACTIVATIONS, RAW, base_manifest, file_sha256, staging, write_manifest, write_tables
 from porter.errors import PorterError
-from porter.models import ModelSpec, load_model
+from porter.capture.models import ModelSpec, load_model
 from porter.schema import empty_kernels, empty_ops
 from porter.targets import CaptureFailure, Prepared, Stack, resolve
-from porter.timing import Timing, time_steps
-
-OUTPUT_KEY = "<output>"
-INPUT_KEY = "<input>"
-DEFAULT_ACTIVATION_CAP = 256 * 1024 * 1024
-
-
-@dataclass
-class CaptureOptions:
-    steps: int = 5
-    warmup: int = 2
-    repeats: int = 20  # timed whole forwards (unprofiled)
-    activations: bool = True
-    activation_cap_bytes: int = DEFAULT_ACTIVATION_CAP
-
+from porter.capture.options import INPUT_KEY, OUTPUT_KEY, CaptureOptions
+from porter.capture.timing import Timing, time_steps
 
 @dataclass
 class CaptureResult:

@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from porter.infer_scope import infer_synthetic_scopes
-from porter.optime import OpTimes, op_times
+from porter.analysis.infer_scope import infer_synthetic_scopes
+from porter.analysis.optime import OpTimes, op_times
 
 EVIDENCE: tuple[str, ...] = ("scope", "scope+fused", "scope~", "scope~+fused", "sequence", "sequence-gap", "name")
 UNMATCHED = -1
@@ -331,7 +331,7 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     """Align two runs' ops tables (schema frames) into matched groups.
 
     With the kernels tables, synthetic ops first get the scope of the op that launches
-    the same kernels in the same run (porter.infer_scope).
+    the same kernels in the same run (porter.analysis.infer_scope).
     """
     st, tt = op_times(source_ops), op_times(target_ops)
     s_don = t_don = None

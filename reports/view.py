@@ -1,6 +1,6 @@
 """ReportModel -> what the templates show: charts, plain-words summary, derived totals.
 
-Kept apart from the adapter (porter.report) and the templates, so wording and chart
+Kept apart from the adapter (reports.build) and the templates, so wording and chart
 choices can change without touching how diagnosis.json is read.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from porter import charts
-from porter.report_model import ReportModel, TimeRow
+from reports import charts
+from reports.model import ReportModel, TimeRow
 from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
 
 TOP_MODULES = 15

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from porter.align import UNMATCHED, Alignment
+from porter.analysis.align import UNMATCHED, Alignment
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 load_report_model() (through model_from_diagnosis) is the ONLY code that knows
 diagnosis.json's field names (docs/diagnosis.md); everything after it reads the
-porter.report_model dataclasses, so a renamed field is fixed here and nowhere else.
-Rendering lives in porter.report_render; each output file is replaced atomically.
+reports.model dataclasses, so a renamed field is fixed here and nowhere else.
+Rendering lives in reports.render; each output file is replaced atomically.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 from porter.atomic import atomic_write_text
 from porter.errors import PorterError
-from porter.report_model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
-from porter.report_render import FORMATS, OUTPUTS, render_all
+from reports.model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
+from reports.render import FORMATS, OUTPUTS, render_all
 from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 DIAGNOSIS = "diagnosis.json"
@@ -172,7 +172,7 @@ def _notes(unmatched: dict) -> list[Note]:
     return out
 
 
-# ---------------------------------------------------------------- accuracy and fixes (porter.accuracy, porter.fixes)
+# ---------------------------------------------------------------- accuracy and fixes (porter.analysis.accuracy, porter.analysis.fixes)
 
 def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
     """compare_modules records (propagated_rel_l2, local_rel_l2, tolerance, introduces_error)."""
@@ -224,7 +224,7 @@ def fix_where(r: dict) -> str:
 
 
 def _fixes(rows: Iterable[dict]) -> list[Fix]:
-    """porter.fixes.fixes_frame records, in rank order (time fixes first, then accuracy)."""
+    """porter.analysis.fixes.fixes_frame records, in rank order (time fixes first, then accuracy)."""
     out = []
     for r in rows or []:
         days = _get(r, "days", "effort_days", default=[0, 0])

@@ -1,7 +1,7 @@
 """From gap groups to ranked fixes: symptoms, the fix catalogue, and the ranking.
 
 Input contract: ``groups``, one row per matched group (same module + op class on both
-sides, built by porter.attribute). Required columns:
+sides, built by porter.analysis.attribute). Required columns:
 
     group_id (str)        stable id of the group
     module (str)          module path ('' when unknown)
@@ -10,16 +10,16 @@ sides, built by porter.attribute). Required columns:
     source_us, target_us  summed self device time per side (us, float)
     source_kernels, target_kernels   kernel counts per side (int)
     flops, bytes          target-side cost summed over the group (NaN when unknown;
-                          porter.perfmodel.op_costs gives it per op)
+                          porter.analysis.perfmodel.op_costs gives it per op)
     dtype (str)           target compute dtype, canonical ('bf16', 'fp32', ...) or raw
     input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
     target_device_type    cuda, rocm, tpu, cpu, ...
     host_us               target host time of the group not covered by device work (0 if none)
 Optional columns: source_framework_op, already_fused (bool: the group's module, or one
 around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
-local_error (module's local rel-L2 from porter.accuracy), tolerance, introduces_error,
+local_error (module's local rel-L2 from porter.analysis.accuracy), tolerance, introduces_error,
 roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
-demonstrated_us (else computed with porter.perfmodel).
+demonstrated_us (else computed with porter.analysis.perfmodel).
 
 A group's recoverable time counts for every fix that applies to it: fixes are
 alternative ways to recover the same time, so priorities do not add up across fixes.
@@ -38,10 +38,10 @@ import numpy as np
 import pandas as pd
 
 from porter.errors import PorterError
-from porter.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
-from porter.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
+from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
+from porter.analysis.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
 
-CATALOGUE_FILE = Path(__file__).parent / "data" / "fixes.toml"
+CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
 TPU_TILE = 128  # MXU systolic array edge
 GPU_TILE_BYTES = 16  # tensor core / MFMA operands want 16-byte multiples (8 bf16, 4 fp32, 16 fp8)
@@ -69,7 +69,7 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "on_host": ((bool,), "the op ran on the host on the target"),
     "min_host_fraction": ((int, float), "host_us / (host_us + target_us) >= value"),
     "min_recompiles": ((int,), "recompiles >= value"),
-    "introduces_error": ((bool,), "the module's local error jumps (porter.accuracy)"),
+    "introduces_error": ((bool,), "the module's local error jumps (porter.analysis.accuracy)"),
     "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
 }

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from porter.errors import BundleError
-from porter.opcost import canonical_dtype
+from porter.analysis.opcost import canonical_dtype
 
 INTRODUCES_SHARE = 0.5  # local error must be at least this share of the propagated error
 

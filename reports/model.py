@@ -1,6 +1,6 @@
 """What a report shows, independent of how diagnosis.json spells it.
 
-porter.report.load_report_model() is the one adapter from diagnosis.json to these
+reports.build.load_report_model() is the one adapter from diagnosis.json to these
 dataclasses; templates and charts read only these, so a renamed diagnosis field is a
 one-line change in the adapter, not a hunt through templates.
 
@@ -141,7 +141,7 @@ class ReportModel:
     def counted_fixes(self) -> list[Fix]:
         """Time fixes whose groups no higher-ranked fix already covers.
 
-        Fixes that apply to the same group are alternatives (porter.fixes), so the time of a
+        Fixes that apply to the same group are alternatives (porter.analysis.fixes), so the time of a
         group is counted once, for the best-ranked fix; a fix without group ids counts fully.
         """
         seen: set[str] = set()

@@ -20,14 +20,14 @@ from typing import Any, Mapping
 import numpy as np
 
 from porter.errors import PorterError
-from porter.opcost import FLOAT_DTYPES, canonical_dtype, op_costs
+from porter.analysis.opcost import FLOAT_DTYPES, canonical_dtype, op_costs
 
 __all__ = [
     "Ceilings", "DeviceSpec", "load_devices", "ceilings_for", "roofline_us",
     "expected_from_source_us", "recoverable_us", "op_costs",
 ]
 
-DEVICES_FILE = Path(__file__).parent / "data" / "devices.toml"
+DEVICES_FILE = Path(__file__).parents[1] / "data" / "devices.toml"
 
 
 @dataclass(frozen=True)

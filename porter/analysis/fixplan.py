@@ -1,9 +1,9 @@
-"""From a diagnosis's matched groups to porter.fixes's `groups` table, and the ranked plan.
+"""From a diagnosis's matched groups to porter.analysis.fixes's `groups` table, and the ranked plan.
 
-porter.fixes documents the columns it needs; this module fills them from what diagnose
+porter.analysis.fixes documents the columns it needs; this module fills them from what diagnose
 already has: the group table (times, modules, ops), each side's group facts
-(porter.groupcost: kernels, costs, dtype, shapes), the roofline table (porter.roofline)
-and, in live mode, per-module accuracy (porter.accuracy.compare_modules rows, joined by
+(porter.analysis.groupcost: kernels, costs, dtype, shapes), the roofline table (porter.analysis.roofline)
+and, in live mode, per-module accuracy (porter.analysis.accuracy.compare_modules rows, joined by
 module path). Host time not covered by device work is not measured yet (0).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from porter.fixes import FUSED_ATTENTION, Catalogue, fixes_frame, load_catalogue, rank_fixes
-from porter.perfmodel import Ceilings
+from porter.analysis.fixes import FUSED_ATTENTION, Catalogue, fixes_frame, load_catalogue, rank_fixes
+from porter.analysis.perfmodel import Ceilings
 
 
 def fused_attention_modules(*ops_tables: pd.DataFrame) -> set[str]:
@@ -38,7 +38,7 @@ def _in_or_below(module: str, modules: set[str]) -> bool:
 def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: pd.DataFrame,
                roofline: pd.DataFrame, *, source_device_type: str, target_device_type: str,
                fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The `groups` input of porter.fixes.rank_fixes (docs/fixes.md), one row per matched group."""
+    """The `groups` input of porter.analysis.fixes.rank_fixes (docs/fixes.md), one row per matched group."""
     gid = groups["group_id"]
     s, t = source_facts.reindex(gid), target_facts.reindex(gid)
     rl = roofline.set_index("group_id").reindex(gid)

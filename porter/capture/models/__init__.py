@@ -1,4 +1,4 @@
-"""Model specs: a built-in (porter/models/zoo.py) or a user factory.
+"""Model specs: a built-in (porter/capture/models/zoo.py) or a user factory.
 
 A MODEL argument is a built-in name (``transformer``, ``cnn``, ``mlp``), or
 ``path/to/file.py:factory`` or ``package.module:factory``, where ``factory()`` returns
@@ -113,7 +113,7 @@ def from_factory(name: str, factory: Callable[[], Any], source: str) -> ModelSpe
 
 def load_model(spec: str) -> ModelSpec:
     """A built-in name or a FILE.py:factory / package.module:factory reference."""
-    from porter.models.zoo import BUILTINS
+    from porter.capture.models.zoo import BUILTINS
 
     spec = (spec or DEFAULT_MODEL).strip()
     if spec in BUILTINS:

@@ -1,0 +1,22 @@
+"""What a live capture is asked to do, and the activation keys it writes.
+
+Kept apart from porter.capture.run so the CLI and trace-mode diagnose can build options
+without importing torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OUTPUT_KEY = "<output>"
+INPUT_KEY = "<input>"
+DEFAULT_ACTIVATION_CAP = 256 * 1024 * 1024
+
+
+@dataclass
+class CaptureOptions:
+    steps: int = 5
+    warmup: int = 2
+    repeats: int = 20  # timed whole forwards (unprofiled)
+    activations: bool = True
+    activation_cap_bytes: int = DEFAULT_ACTIVATION_CAP

@@ -1,0 +1,130 @@
+"""From what the user typed after --from/--to to a bundle, decided once.
+
+A side is a bundle directory, a recorded trace file, or a target to capture now
+(``cpu``, ``xla``, ``cpu:inductor``...). ``resolve_pair`` decides which for both sides,
+checks that every target to capture is available here before capturing either (a
+missing GPU fails in a second, not after the source's capture), captures live sides into
+hidden scratch folders and removes those on the way out, success or failure. diagnose()
+then only ever sees two bundles.
+
+Trace and bundle inputs never import torch: the target parser is imported only when a
+side names no existing path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from porter.bundle import Bundle, is_bundle
+from porter.errors import PorterError
+from porter.ingest import open_any
+
+Progress = Callable[[str], None]
+SIDES = ("source", "target")
+
+
+class InputKind(str, Enum):
+    BUNDLE = "bundle"
+    TRACE = "trace"
+    TARGET = "target"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One side as typed, and what it turned out to be."""
+
+    text: str
+    kind: InputKind
+    role: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.text)
+
+
+@dataclass
+class ResolvedPair:
+    """Both sides as bundles, plus the model that was run (None when both were recorded)."""
+
+    source: Bundle
+    target: Bundle
+    model: Any = None  # porter.capture.models.ModelSpec on the live path
+
+
+def classify(text: str | Path, role: str) -> InputSpec:
+    """Bundle directory, trace file or target name; anything else is a one-line error."""
+    text = str(text)
+    path = Path(text)
+    if path.exists():
+        return InputSpec(text, InputKind.BUNDLE if is_bundle(path) else InputKind.TRACE, role)
+    from porter.targets import parse_target  # imports torch: only when no path matched
+
+    try:
+        parse_target(text)
+    except PorterError:
+        raise PorterError(f"{role}: no such bundle or trace file, and not a target", path=path,
+                          hint="pass a bundle directory or a trace file, or a target such as cpu, xla or "
+                               "cpu:inductor (see `porter targets`)") from None
+    return InputSpec(text, InputKind.TARGET, role)
+
+
+def check_available(specs: list[InputSpec]) -> None:
+    """Every target to capture runs here, checked before anything is captured."""
+    from porter.targets import resolve
+
+    for spec in specs:
+        if spec.kind is InputKind.TARGET:
+            target, stack = resolve(spec.text)
+            stack.availability(target.device).raise_if_missing(f"{spec.text} ({spec.role})")
+
+
+def scratch_dir(workdir: Path, role: str) -> Path:
+    return Path(workdir) / f".capture-{role}"
+
+
+@contextlib.contextmanager
+def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *, model: str | None = None,
+                 options: Any = None, progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
+    """Open or capture both sides. With no model and both sides naming targets, the default
+    built-in model runs. options: porter.capture.options.CaptureOptions for live sides.
+    Scratch capture folders under workdir are removed when the block ends, however it ends.
+    """
+    specs = [classify(source, "source"), classify(target, "target")]
+    live = [s for s in specs if s.kind is InputKind.TARGET]
+    if live and model is None and len(live) < 2:
+        raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
+                          hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
+                               "or a bundle or trace file for that side")
+    model_spec = None
+    if live:
+        from porter.capture.models import DEFAULT_MODEL, load_model
+
+        check_available(live)
+        model_spec = load_model(model or DEFAULT_MODEL)
+    elif model is not None:
+        from porter.capture.models import load_model
+
+        model_spec = load_model(model)  # recorded sides, a model for accuracy or a check
+    scratch = [scratch_dir(Path(workdir), s.role) for s in live]
+    try:
+        bundles = [open_side(s, model_spec, Path(workdir), options, progress) for s in specs]
+        yield ResolvedPair(bundles[0], bundles[1], model_spec)
+    finally:
+        for path in scratch:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress) -> Bundle:
+    if spec.kind is not InputKind.TARGET:
+        return open_any(spec.path)
+    from porter.capture.options import CaptureOptions
+    from porter.capture.run import capture
+
+    result = capture(model_spec, spec.text, scratch_dir(workdir, spec.role), options or CaptureOptions(),
+                     progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
+    return open_any(result.path)
