@@ -1,0 +1,102 @@
+"""One timed step of a case on one target: the model built as the case says, made ready by
+the target's own Stack (prepare + first run, which compiles), then a synchronised callable.
+
+Inference steps are exactly what `porter capture` times (Stack.run). A train step (forward,
+sum-loss backward, SGD update) exists on the torch stacks only: XLA via torchax and ONNX
+Runtime are benchmarked here as inference engines, so a train case on them is recorded as
+a failure with that reason rather than timed as something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from porter.bench.suite import Case
+from porter.capture.models import ModelSpec, fingerprint, load_model
+from porter.errors import PorterError
+from porter.targets import Stack, resolve
+from porter.targets.base import first_tensor
+from porter.targets.ceilings import torch_sync
+
+TRAIN_STACKS = ("eager", "inductor")
+TRAIN_LR = 1e-4  # small enough that a few hundred steps keep the numbers finite
+
+
+@dataclass
+class Step:
+    """A ready step: run() does one synchronised step; the rest describes where it ran."""
+
+    target: str
+    stack: Stack
+    device: str
+    run: Callable[[], Any]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def case_model(case: Case) -> ModelSpec:
+    """The case's model in its dtype, fed inputs of its shapes (same seed on every stack)."""
+    spec = load_model(case.model)
+    dtype = getattr(torch, case.dtype)
+    module = spec.module.to(dtype)
+    tensors = [x for x in spec.example_inputs if isinstance(x, torch.Tensor)]
+    if case.shapes and len(case.shapes) != len(tensors):
+        raise PorterError(f"case {case.name}: {len(case.shapes)} shapes given for {len(tensors)} tensor inputs")
+    g = torch.Generator().manual_seed(0)
+    inputs: list[Any] = []
+    k = 0
+    for x in spec.example_inputs:
+        if not isinstance(x, torch.Tensor):
+            inputs.append(x)
+            continue
+        shape = case.shapes[k] if case.shapes else tuple(x.shape)
+        k += 1
+        if x.is_floating_point():
+            inputs.append(torch.randn(shape, generator=g).to(dtype) if case.shapes else x.to(dtype))
+        else:  # token ids and the like: stay in the factory's value range
+            inputs.append(torch.randint(0, int(x.max()) + 1, shape, generator=g, dtype=x.dtype) if case.shapes else x)
+    return ModelSpec(spec.name, module, tuple(inputs), dtype, fingerprint(module), spec.source)
+
+
+def _train_step(stack: Stack, prepared: Any) -> Callable[[], Any]:
+    module: torch.nn.Module = prepared.handle
+    module.train()
+    fn = torch.compile(module) if stack.name == "inductor" else module
+    opt = torch.optim.SGD(module.parameters(), lr=TRAIN_LR)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        out = first_tensor(fn(*prepared.inputs))
+        if out is None:
+            raise PorterError("the model returned no tensor to take a loss of")
+        out.float().sum().backward()
+        opt.step()
+        torch_sync(prepared.device)
+
+    return step
+
+
+def prepare_step(case: Case, target: str) -> Step:
+    """Resolve, check availability, prepare and run once (compile); errors propagate."""
+    spec, stack = resolve(target)
+    stack.availability(spec.device).raise_if_missing(spec.text)
+    if case.mode == "train" and stack.name not in TRAIN_STACKS:
+        raise PorterError(f"train mode runs on the {' and '.join(TRAIN_STACKS)} stacks, not {stack.name}")
+    model = case_model(case)
+    prepared = stack.prepare(model, spec.device)
+    if case.mode == "train":
+        run = _train_step(stack, prepared)
+        run()  # compiles forward and backward
+    else:
+        stack.first_run(prepared)
+
+        def run() -> Any:
+            return stack.run(prepared)
+
+    info = {k: v for k, v in prepared.info.items() if not k.startswith("_") and isinstance(v, (str, int, float, bool))}
+    return Step(spec.text, stack, prepared.device, run, info)
+
+
+__all__ = ["Step", "case_model", "prepare_step"]
