@@ -295,7 +295,6 @@ def bench_run(
     porter bench suite.toml ; porter bench mlp --on cpu --on cpu:inductor
     """
     from porter.bench.parquet import export_run
-    from porter.bench.runner import RunnerOptions, run_suite
     from porter.bench.store import Store
     from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
 
@@ -307,7 +306,9 @@ def bench_run(
             suite = with_stacks(load_suite(Path(what)), stacks)
         else:
             suite = single_case(what, stacks or ("cpu",), mode=mode, dtype=dtype, threshold=threshold)
-        store = Store(db)
+        store = Store(db)  # a bad suite or store fails here, before torch loads
+        from porter.bench.runner import RunnerOptions, run_suite
+
         opts = RunnerOptions(warmup=warmup, min_samples=min_samples, max_samples=max_samples, target_ci=target_ci,
                              budget_s=budget, threads=threads)
         run = run_suite(suite, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
@@ -361,7 +362,8 @@ def bench_import(
         for f in files:
             run = read_run(f)
             added = store.write_run(run)
-            out.print(f"{f}: run {run.run_id[:12]} {'imported' if added else 'already in the store'}", highlight=False)
+            out.print(f"{f}: run {run.run_id[:12]} {'imported' if added else 'already in the store'}",
+                      highlight=False, soft_wrap=True)
     except PorterError as exc:
         fail(exc)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -24,7 +25,9 @@ COLUMNS = ("run_id", "suite", "started_at", "finished_at", "environment", "conte
 
 
 def run_file_name(run: RunRecord) -> str:
-    return f"{run.started_at[:19].replace(':', '')}_{run.suite}_{run.run_id[:12]}.parquet".replace("/", "_")
+    """e.g. 2026-12-01T120455_builtin_1a2b3c4d5e6f.parquet (safe on every file system)."""
+    stem = f"{run.started_at[:19].replace(':', '')}_{run.suite}_{run.run_id[:12]}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", stem) + ".parquet"
 
 
 def to_table(run: RunRecord) -> pa.Table:
