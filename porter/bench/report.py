@@ -8,7 +8,6 @@ ratio is free of run-to-run drift). Per series, the trend over all runs with the
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
