@@ -61,3 +61,36 @@ def test_bad_bench_input_is_one_line(tmp_path):
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert p.stderr.startswith("porter: error:") and "Traceback" not in p.stderr
         assert len(p.stderr.strip().splitlines()) <= 2  # one line (rich may wrap a long one)
+
+
+@pytest.mark.slow
+def test_an_interrupted_bench_leaves_the_store_as_it_was(tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from porter.bench.store import Store
+    from tests.test_bench_store import make_run
+
+    db = tmp_path / "h.sqlite"
+    with Store(db) as store:
+        store.write_run(make_run())
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "porter", "bench", MODEL, "--db", str(db), "--budget", "120",
+                             "--min-samples", "1000", "--max-samples", "1000", "--export", str(tmp_path / "runs")],
+                            cwd=REPO, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # wait until it is timing, then Ctrl-C it
+        if "preparing" in line:
+            break
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    with Store(db) as store:
+        assert len(store.runs()) == 1
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert not list((tmp_path / "runs").glob("*.parquet"))
