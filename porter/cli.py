@@ -388,7 +388,7 @@ def regress(
     except PorterError as exc:
         fail(exc)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
     else:
         for v in report.verdicts:
             style = "bold red" if v.status == "regression" else "yellow" if v.status in ("suspect", "failed") else "dim"

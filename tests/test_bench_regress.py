@@ -12,7 +12,7 @@ from porter.bench.regress import REGRESSION, SUSPECT, regress
 from porter.bench.stats import change_points, holm, median_ci, ratio_of_medians_ci
 from tests.bench_support import entry, recorded_runs, synthetic_history
 
-SEEDS = range(6)
+SEEDS = range(4)
 BASELINE_RUNS = 10
 
 

@@ -79,8 +79,19 @@ class RegressReport:
         return [v for v in self.verdicts if v.status == REGRESSION]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"regressions": len(self.regressions), "methods": self.methods,
-                "series": [asdict(v) for v in self.verdicts]}
+        """Plain JSON: unknown numbers (NaN) become null."""
+        return _finite({"regressions": len(self.regressions), "methods": self.methods,
+                        "series": [asdict(v) for v in self.verdicts]})
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_finite(x) for x in v]
+    return v
 
 
 def _compare(entry: HistoryEntry, baseline: list[HistoryEntry], threshold: float) -> Comparison:
