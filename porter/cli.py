@@ -325,7 +325,7 @@ def bench_run(
             continue
         lo, hi = r.ci_s
         table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
-                      f"{len(r.samples_s)} x {r.number}", "unstable: never alerts" if r.unstable else "")
+                      f"{len(r.samples_s)} x {r.number}", "unstable (never alerts)" if r.unstable else "")
     out.print(table)
     out.print(f"stored in {store.url}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
 

@@ -121,7 +121,10 @@ def _judge(series: str, history: list[HistoryEntry]) -> SeriesVerdict:
         return verdict
     newest = ok_runs[-1]
     if newest.unstable:
-        verdict.status, verdict.reason = UNSTABLE, "the newest run's median interval is too wide for the threshold; never alerts"
+        verdict.status = UNSTABLE
+        verdict.reason = (f"the newest run's median is known to +/-{stats.ci_half_width(newest.samples_s) * 100:.1f}% "
+                          f"(IQR/median {stats.spread(newest.samples_s) * 100:.0f}%); resolving a {threshold * 100:.0f}% "
+                          f"change needs +/-{threshold * 50:.1f}% and IQR/median <= {stats.UNSTABLE_SPREAD * 100:.0f}%: never alerts")
         return verdict
     earlier = ok_runs[:-1]
     previous = earlier[-1] if earlier else None

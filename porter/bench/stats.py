@@ -55,9 +55,14 @@ ADMISSION_METHOD = ("noise admission: stable when the median's 95% interval is w
                     f"and IQR/median <= {UNSTABLE_SPREAD:.0%}; unstable runs never alert")
 
 
+def spread(samples: Sequence[float]) -> float:
+    """IQR / median (porter.capture.timing.Timing's definition)."""
+    return Timing(list(samples)).spread
+
+
 def admitted(samples: Sequence[float], threshold: float) -> bool:
     """True when the median is known well enough to resolve a threshold-sized change (ADMISSION_METHOD)."""
-    return len(samples) > 0 and ci_half_width(samples) <= threshold / 2 and Timing(list(samples)).spread <= UNSTABLE_SPREAD
+    return len(samples) > 0 and ci_half_width(samples) <= threshold / 2 and spread(samples) <= UNSTABLE_SPREAD
 
 
 def mann_whitney_p(new: Sequence[float], base: Sequence[float]) -> float:
@@ -147,6 +152,6 @@ def change_points(run_medians: Sequence[float], threshold: float, min_size: int 
 
 
 __all__ = [
-    "ADMISSION_METHOD", "CHANGE_POINT_METHOD", "admitted", "CONFIDENCE", "MEDIAN_CI_METHOD", "RATIO_CI_METHOD", "TEST_METHOD", "ChangePoint",
+    "ADMISSION_METHOD", "CHANGE_POINT_METHOD", "admitted", "spread", "CONFIDENCE", "MEDIAN_CI_METHOD", "RATIO_CI_METHOD", "TEST_METHOD", "ChangePoint",
     "change_points", "ci_half_width", "holm", "mann_whitney_p", "median_ci", "ratio_of_medians_ci",
 ]
