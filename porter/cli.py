@@ -288,6 +288,7 @@ def bench_run(
     target_ci: float = typer.Option(0.01, "--target-ci", help="Stop once every median's 95% interval is within +/- this fraction."),
     warmup: int = typer.Option(3, "--warmup", help="Untimed steps per target after the first (compiling) one."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's own)."),
+    confirm: bool = typer.Option(False, "--confirm", help="Re-run suspect series (slow in this run only) at once, to confirm or clear them."),
 ) -> None:
     """Run a benchmark suite (interleaved across targets, adaptive sample count), store it, export it.
 
@@ -314,6 +315,13 @@ def bench_run(
         run = run_suite(suite, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
         store.write_run(run)
         path = export_run(run, export)
+        rerun = None
+        if confirm:
+            from porter.bench.confirm import confirm_suspects
+
+            rerun = confirm_suspects(suite, run, store, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
+            if rerun is not None:
+                export_run(rerun, export)
     except PorterError as exc:
         fail(exc)
     table = Table(title=f"porter bench {suite.name}: run {run.run_id[:12]}", title_justify="left")
@@ -328,6 +336,9 @@ def bench_run(
                       f"{len(r.samples_s)} x {r.number}", "unstable (never alerts)" if r.unstable else "")
     out.print(table)
     out.print(f"stored in {store.url}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
+    if confirm:
+        out.print(f"re-ran {len(rerun.results)} suspect series as run {rerun.run_id[:12]}: see `porter regress`" if rerun
+                  else "no suspect series to re-run", highlight=False, markup=False)
 
 
 @bench_app.command("report")
