@@ -98,9 +98,13 @@ def run_case(case: Case, opts: RunnerOptions, progress: Progress = lambda m: Non
         results[target] = CaseResult(case.name, step.target, device_class(step.device, str(dev.get("name", ""))),
                                      case.describe(), info={**step.info, "device": dev})
         live[target] = step
-    numbers = {t: _calibrate(s, opts.min_sample_s) for t, s in live.items()}
-    for t, n in numbers.items():
-        results[t].number = n
+    numbers: dict[str, int] = {}
+    for t, step in list(live.items()):
+        try:
+            numbers[t] = results[t].number = _calibrate(step, opts.min_sample_s)
+        except Exception as exc:
+            results[t].status, results[t].error = FAILED, _reason(exc)
+            del live[t]
 
     order = list(live)
     start = time.perf_counter()

@@ -78,8 +78,12 @@ def single_case(model: str, stacks: tuple[str, ...], *, mode: str = "inference",
 
 
 def _checked(case: Case, where: str) -> Case:
+    if "|" in case.name or not case.name.strip():
+        raise PorterError(f"{where}: case name {case.name!r} must be non-empty and free of '|' (it separates series keys)")
     if not case.stacks:
         raise PorterError(f"{where}: case {case.name!r} names no stacks", hint="add stacks = [\"cpu\", ...] or pass --on")
+    if len(set(case.stacks)) != len(case.stacks):
+        raise PorterError(f"{where}: case {case.name!r} lists a target twice")
     if case.mode not in MODES:
         raise PorterError(f"{where}: case {case.name!r}: mode must be one of {', '.join(MODES)}, not {case.mode!r}")
     if case.dtype not in DTYPES:
