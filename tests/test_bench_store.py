@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import psycopg
 import pytest
 
 from porter.bench.parquet import export_run, read_run
@@ -28,6 +27,7 @@ def store_url(request, tmp_path):
         yield str(tmp_path / "bench.sqlite")
         return
     base = postgres_url()
+    psycopg = pytest.importorskip("psycopg", reason="the PostgreSQL store needs psycopg (pip install 'porter[team]')")
     url, schema = postgres_schema_url(base)
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")

@@ -40,6 +40,7 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS runs_started ON runs (started_at)",
 )
 SCHEMA_LOCK = 7_170_017  # PostgreSQL advisory lock id: concurrent first runs create the tables once
+# (the last object SCHEMA creates is the runs_started index: when it exists, so does the rest)
 
 
 def default_db() -> str:
@@ -87,8 +88,10 @@ class Store:
         self.postgres = is_postgres(self.url)
         self.conn: Any = self._connect()
         with self._tx() as cur:
-            if self.postgres:
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            if self.postgres:  # DDL on a table in use would lock against writers: run it only once
+                cur.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+                if cur.execute("SELECT to_regclass('runs_started')").fetchall()[0][0] is not None:
+                    return
             for stmt in SCHEMA:
                 cur.execute(stmt)
 
