@@ -296,7 +296,7 @@ def bench_run(
     porter bench suite.toml ; porter bench mlp --on cpu --on cpu:inductor
     """
     from porter.bench.parquet import export_run
-    from porter.bench.store import Store
+    from porter.bench.store import Store, safe_url
     from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
 
     stacks = tuple(on or ())
@@ -335,7 +335,7 @@ def bench_run(
         table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
                       f"{len(r.samples_s)} x {r.number}", "unstable (never alerts)" if r.unstable else "")
     out.print(table)
-    out.print(f"stored in {store.url}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
+    out.print(f"stored in {safe_url(store.url)}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
     if confirm:
         out.print(f"re-ran {len(rerun.results)} suspect series as run {rerun.run_id[:12]}: see `porter regress`" if rerun
                   else "no suspect series to re-run", highlight=False, markup=False)

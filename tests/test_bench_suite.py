@@ -63,3 +63,10 @@ def test_context_records_versions_load_and_model_commit():
     assert model_commit("/nonexistent/x.py:f") == ""
     key = SeriesKey("mlp", "cpu:AMD EPYC", "cpu:eager")
     assert SeriesKey.parse(key.text) == key
+
+
+def test_store_addresses_print_without_password():
+    from porter.bench.store import safe_url
+
+    assert safe_url("postgresql://porter:s3cret@db.example/bench") == "postgresql://porter:***@db.example/bench"
+    assert safe_url("/data/bench.sqlite") == "/data/bench.sqlite"

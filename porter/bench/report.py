@@ -8,21 +8,15 @@ ratio is free of run-to-run drift). Per series, the trend over all runs with the
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from porter.bench import stats
 from porter.bench.context import SeriesKey
 from porter.bench.records import OK, RunRecord, now_iso
 from porter.bench.regress import REGRESSION, SUSPECT, RegressReport, regress
-from porter.bench.store import Store
+from porter.bench.store import Store, safe_url
 from porter.errors import PorterError
 from reports.bench_page import BenchPage, CaseTable, SeriesTrend, StackRow, TrendPoint, write_bench_report
-
-
-def _safe_url(url: str) -> str:
-    """The store's address without a password."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
 def _run_label(started_at: str, run_id: str) -> str:
@@ -88,7 +82,7 @@ def build_page(store: Store, baseline: str | None = None, report: RegressReport 
     """The page model for the store's whole history (see module doc)."""
     runs = store.runs()
     if not runs:
-        raise PorterError("the benchmark store holds no runs yet", hint=f"run `porter bench` first ({_safe_url(store.url)})")
+        raise PorterError("the benchmark store holds no runs yet", hint=f"run `porter bench` first ({safe_url(store.url)})")
     histories = store.histories()
     report = report or regress(histories)
     by_series = {v.series: v for v in report.verdicts}
@@ -107,7 +101,7 @@ def build_page(store: Store, baseline: str | None = None, report: RegressReport 
                ("noise admission", stats.ADMISSION_METHOD), ("change points", stats.CHANGE_POINT_METHOD),
                ("cross-stack ratio", "same run, samples interleaved across targets (A B C, B C A, ...); "
                                      "95% percentile bootstrap of the ratio of medians")]
-    return BenchPage(newest.suite, _safe_url(store.url), now_iso()[:19].replace("T", " ") + " UTC", len(runs),
+    return BenchPage(newest.suite, safe_url(store.url), now_iso()[:19].replace("T", " ") + " UTC", len(runs),
                      len(report.regressions), _environment_rows(newest), methods,
                      [cases[c] for c in sorted(cases)], trends)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,11 @@ def default_db() -> str:
         return os.environ["PORTER_BENCH_DB"]
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return str(base / "porter" / "bench.sqlite")
+
+
+def safe_url(url: str) -> str:
+    """A store's address fit to print: the password masked."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
 def is_postgres(url: str) -> bool:
@@ -175,7 +181,7 @@ class Store:
         rows = self._query("SELECT r.suite, r.started_at, r.finished_at, e.body, r.context FROM runs r "
                            "JOIN environments e ON e.id = r.environment_id WHERE r.id = ?", (run_id,))
         if not rows:
-            raise PorterError(f"no run {run_id} in the store", hint=self.url)
+            raise PorterError(f"no run {run_id} in the store", hint=safe_url(self.url))
         suite, started, finished, env, ctx = rows[0]
         samples = self._samples("WHERE c.run_id = ?", (run_id,))
         rows = self._query("SELECT id, case_name, device_class, target, spec, status, error, number, unstable, info "
@@ -222,4 +228,4 @@ class _PgCursor:
         self.cur.executemany(sql.replace("?", "%s"), rows)
 
 
-__all__ = ["HistoryEntry", "RunRow", "Store", "default_db", "is_postgres"]
+__all__ = ["HistoryEntry", "RunRow", "Store", "default_db", "is_postgres", "safe_url"]
