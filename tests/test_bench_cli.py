@@ -15,10 +15,10 @@ FAST = ("--budget", "2", "--min-samples", "5", "--max-samples", "20", "--warmup"
 @pytest.mark.slow
 def test_bench_runs_records_failures_reports_and_regress_passes(tmp_path):
     db, runs = str(tmp_path / "h.sqlite"), tmp_path / "runs"
-    for _ in range(2):  # a one-target failure is recorded and the run goes on
-        p = run_porter("bench", MODEL, "--on", "cpu", "--on", "cuda", "--db", db, "--export", str(runs), *FAST)
-        assert p.returncode == 0, p.stderr
-        assert "failed: target cuda" in " ".join(p.stdout.split())
+    # a one-target failure is recorded and the run goes on
+    p = run_porter("bench", MODEL, "--on", "cpu", "--on", "cuda", "--db", db, "--export", str(runs), *FAST)
+    assert p.returncode == 0, p.stderr
+    assert "failed: target cuda" in " ".join(p.stdout.split())
     suite = tmp_path / "suite.toml"
     suite.write_text(f'[suite]\nname = "t"\nstacks = ["cpu"]\n\n[[case]]\nname = "work-train"\n'
                      f'model = "{REPO / "tests" / "models" / "planted_work.py"}:factory"\n'
@@ -33,7 +33,7 @@ def test_bench_runs_records_failures_reports_and_regress_passes(tmp_path):
     verdicts = {v["series"]: v for v in json.loads(p.stdout)["series"]}
     assert len(verdicts) == 4
     assert {v["status"] for k, v in verdicts.items() if "cuda" in k or "xla" in k} == {"failed"}
-    # two runs: no verdict yet (or an unstable newest run, on a busy machine); never a regression
+    # one run per series: no verdict yet (or an unstable newest run, on a busy machine); never a regression
     assert all(v["status"] in ("too little history", "unstable") for k, v in verdicts.items() if k.endswith("cpu:eager"))
 
     p = run_porter("bench", "report", "--db", db, "-o", str(tmp_path / "rep"))
@@ -45,9 +45,9 @@ def test_bench_runs_records_failures_reports_and_regress_passes(tmp_path):
     assert "Mann-Whitney" in md and "binomial order statistics" in md
 
     files = sorted(runs.glob("*.parquet"))
-    assert len(files) == 3
+    assert len(files) == 2
     p = run_porter("bench", "import", *map(str, files), "--db", str(tmp_path / "copy.sqlite"))
-    assert p.returncode == 0 and p.stdout.count("imported") == 3, p.stderr
+    assert p.returncode == 0 and p.stdout.count("imported") == 2, p.stderr
     p = run_porter("bench", "import", str(files[0]), "--db", str(tmp_path / "copy.sqlite"))
     assert "already in the store" in p.stdout
 
