@@ -129,10 +129,12 @@ def diagnose(
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
+    import json
     import shlex
 
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs, summary_lines
+    from porter.diagnose import diagnose_specs
+    from porter.summary import summary_lines
 
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
@@ -152,11 +154,11 @@ def diagnose(
     if as_json:
         sys.stdout.write(dest.read_text())
         return
-    for line in summary_lines(d, width=min(100, out.width)):
+    for line in summary_lines(json.loads(dest.read_text()), width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    out.print(f"wrote {dest}", highlight=False, markup=False, soft_wrap=True)
-    if not no_report:
-        out.print("  and report.html (open in a browser), report.md, summary.md beside it", highlight=False, markup=False)
+    wrote = "wrote diagnosis.json" + (", report.html (open in a browser), report.md, summary.md" if not no_report else "")
+    out.print(f"{wrote} in", highlight=False, markup=False)
+    out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
