@@ -67,22 +67,35 @@ def ingest(
         raise typer.Exit(2)
 
 
+NUMBER_COLUMNS_WIDTH = 46  # what `porter show`'s number columns and borders take of the terminal
+
+
+def _key_cell(key: str, by: str, width: int) -> str:
+    """A row's name for a table cell: module paths shortened from the middle, others wrap."""
+    from porter.summary import abbreviate
+
+    return abbreviate(key, width) if by == "module" else key
+
+
 @app.command()
 def show(
-    target: Path = typer.Argument(..., help="A bundle directory or a raw trace file."),
-    by: str = typer.Option("op", "--by", help="Group device time by: op, module, class or kernel."),
+    target: Path = typer.Argument(..., help="A bundle directory, a raw trace file, or a `porter diagnose` directory (both sides)."),
+    by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel."),
     top: int = typer.Option(15, "--top", "-n", help="Rows to print."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader for a raw trace."),
 ) -> None:
-    """Print where device time goes, grouped by op, module, op class or kernel.
+    """Print where device time goes, grouped by op, op and shapes, module, op class or kernel.
 
-    Example: porter show bundles/h100_Qwen --by module --top 20
+    Examples: porter show bundles/h100_Qwen --by module --top 20 ;
+    porter show diag/ --by op-shape (both sides of a diagnosis)
     """
     from porter.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
+    if (target / "diagnosis.json").is_file():
+        return show_diagnosis(target, by, top)
     try:
         bundle = open_any(target, fmt)
     except PorterError as exc:
@@ -92,14 +105,15 @@ def show(
     dev = bundle.manifest.get("device", {})
     title = f"{bundle.label}: {dev.get('name') or dev.get('type', '?')} - {fmt_us(total)} device time, {len(bundle.ops)} ops, {len(bundle.kernels)} kernels"
     table = Table(title=title, title_justify="left", expand=False)
-    table.add_column(by, overflow="ellipsis", max_width=max(30, out.width - 50), no_wrap=True)
-    table.add_column("device", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("count", justify="right")
+    name_w = max(24, out.width - NUMBER_COLUMNS_WIDTH)
+    table.add_column(by, overflow="fold", max_width=name_w)
+    table.add_column("device", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
     if by != "kernel":
-        table.add_column("host", justify="right")
+        table.add_column("host", justify="right", no_wrap=True)
     for row in table_df.head(top).itertuples():
-        cells = [str(row.key), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
+        cells = [_key_cell(str(row.key), by, name_w), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
         if by != "kernel":
             cells.append(fmt_us(row.host_us))
         table.add_row(*cells)
@@ -107,6 +121,42 @@ def show(
     rest = len(table_df) - top
     if rest > 0:
         out.print(f"[dim]... {rest} more rows (--top to see more)[/]")
+
+
+def show_diagnosis(diag: Path, by: str, top: int) -> None:
+    """Both sides of a diagnosis per module, class or op shape, largest absolute gap first."""
+    import json
+
+    from rich.markup import escape
+
+    from porter.summary import op_shape_name
+
+    block = {"op-shape": "by_op_shape", "module": "by_module", "class": "by_class"}.get(by)
+    if block is None:
+        fail(PorterError(f"a diagnosis directory shows --by op-shape, module or class, not {by!r}", path=diag,
+                         hint="or show one side's bundle: DIR/source or DIR/target"))
+    try:
+        rows = json.loads((diag / "diagnosis.json").read_text()).get(block) or []
+    except (OSError, ValueError) as exc:
+        fail(PorterError(f"unreadable diagnosis.json ({exc})", path=diag))
+    rows = sorted(rows, key=lambda r: abs(r.get("delta_us") or 0.0), reverse=True)
+    table = Table(title=f"{diag}: {len(rows)} rows by {by}, largest gap first (gap = target - source)",
+                  title_justify="left", expand=False)
+    name_w = max(24, out.width - NUMBER_COLUMNS_WIDTH)
+    table.add_column(by, overflow="fold", max_width=name_w)
+    for col in ("count", "source", "target", "gap", "ratio"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows[:top]:
+        key = op_shape_name(r) if by == "op-shape" else str(r.get("key") or "(no module)")
+        count = f"{r.get('source_count', 0)}/{r.get('target_count', 0)}"
+        gap = r.get("delta_us") or 0.0
+        colour = "red" if gap > 0 else "green"
+        ratio = r.get("ratio")
+        table.add_row(escape(_key_cell(key, by, name_w)), count, fmt_us(r.get("source_us")), fmt_us(r.get("target_us")),
+                      f"[{colour}]{'+' if gap > 0 else ''}{fmt_us(gap)}[/]", "-" if ratio is None else f"{ratio:.2f}x")
+    out.print(table)
+    if len(rows) > top:
+        out.print(f"[dim]... {len(rows) - top} more rows (--top to see more)[/]")
 
 
 @app.command()

@@ -94,3 +94,32 @@ def test_cli_summary_in_a_pipe_fits_80_columns(corpus, tmp_path):
     assert max(len(line) for line in out if not line.startswith("  /")) <= WIDTH
     text = " ".join(proc.stdout.split())
     assert "compares them)" in text and "largest wins" in text
+
+
+def _show(*args: str) -> list[str]:
+    env = dict(os.environ, COLUMNS=str(WIDTH))
+    proc = subprocess.run([sys.executable, "-m", "porter", "show", *args], cwd=REPO, capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(map(len, lines)) <= WIDTH
+    return lines
+
+
+def test_show_by_module_rows_can_be_told_apart(qwen):
+    """Each Qwen module row keeps its distinguishing tail (not 'Qwen2Model_0/Qwen2DecoderLaye…' x N)."""
+    lines = _show(str(qwen / "source"), "--by", "module", "--top", "12")
+    names = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    assert len(names) == 12 and len(set(names)) == 12
+    assert sum(n.startswith("Qwen2Model_0/…/") for n in names) >= 10
+
+
+def test_show_by_op_shape_on_a_diagnosis_lists_both_sides(qwen, qwen_json):
+    lines = _show(str(qwen), "--by", "op-shape", "--top", "3")
+    first = next(r for r in qwen_json["by_op_shape"])
+    row = next(line for line in lines if line.startswith("│ ") and first["framework_op"] in line)
+    assert f"{first['source_count']}/{first['target_count']}" in row
+    assert fmt_us(first["source_us"]) in row and fmt_us(first["target_us"]) in row
+    assert "+" + fmt_us(first["delta_us"]) in row
+    bundle = _show(str(qwen / "target"), "--by", "op-shape", "--top", "3")
+    assert any("aten::mm" in line for line in bundle)
