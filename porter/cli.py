@@ -14,12 +14,32 @@ from rich.table import Table
 from porter.errors import PorterError
 from porter.units import fmt_us
 
+def _flag_type_hidden() -> None:
+    """typer 0.29 prints `<bool>` beside every on/off flag (--json, --force, --help), where a
+    user reads it as a value to pass; flags take none, so their type column stays blank."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "porter_flags_blank", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.porter_flags_blank = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flag_type_hidden()
+
 app = typer.Typer(
     name="porter",
     help=(
         "Find where time and accuracy are lost when a model moves between accelerators "
         "(CUDA -> TPU, CUDA -> ROCm, eager -> compiled), and what to fix first.\n\n"
-        "Start with `porter show TRACE` on any profiler trace, or `porter ingest` to keep a bundle."
+        "Start with `porter diagnose MODEL --from cpu --to xla` (runs both sides now) or "
+        "`porter diagnose --from A.json.gz --to B.json.gz` (two recorded traces); it writes "
+        "diagnosis.json, report.html, report.md and summary.md. `porter show TRACE` looks at one trace."
     ),
     no_args_is_help=True,
     add_completion=False,

@@ -172,7 +172,7 @@ def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[st
         "label": b.label,
         "profiler": m.get("profiler"),
         "device": m.get("device", {}),
-        "framework_versions": m.get("framework_versions", {}),
+        "framework_versions": m.get("framework_versions") or m.get("versions") or {},  # live captures: "versions"
         "model": m.get("model"),
         "model_fingerprint": model_fingerprint(m),
         "target": m.get("target"),
@@ -233,6 +233,7 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=1, allow_nan=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the diagnosis is as readable as the reports beside it
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

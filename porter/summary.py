@@ -9,11 +9,10 @@ sits beside its gross loss and gross win.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from typing import Any
 
-from porter.units import fmt_us
+from porter.units import fmt_us, short_dtypes, short_shapes
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"
@@ -141,34 +140,10 @@ def class_lines(rows: list[dict], width: int) -> list[str]:
     return lines
 
 
-SHORT_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64",
-                "long int": "int64", "int": "int32", "bool": "bool", "c10::Float8_e4m3fn": "fp8"}
-
-
-def _short_shapes(shapes: str) -> str:
-    """'[[16,559,1],[],[]]' -> '[[16,559,1]]': trailing scalar arguments say nothing."""
-    while shapes.endswith(",[]]"):
-        shapes = shapes[:-4] + "]"
-    return shapes
-
-
-def _short_dtypes(dtypes: str) -> str:
-    """The distinct tensor dtypes of a call, short ('bf16'; 'fp32,bf16' for a cast)."""
-    try:
-        names = json.loads(dtypes) if dtypes else []
-    except ValueError:
-        return dtypes
-    seen: list[str] = []
-    for n in names if isinstance(names, list) else []:
-        if isinstance(n, str) and n and n not in ("Scalar", "ScalarList", "TensorList", "") and n not in seen:
-            seen.append(n)
-    return ",".join(SHORT_DTYPES.get(n, n) for n in seen)
-
-
 def op_shape_name(r: dict) -> str:
     """An op-shape row for reading: 'aten::mm [[8944,1024],[1024,2816]] bf16' (diagnosis.json keeps all)."""
-    parts = (str(r.get("framework_op") or ""), _short_shapes(str(r.get("input_shapes") or "")),
-             _short_dtypes(str(r.get("dtypes") or "")))
+    parts = (str(r.get("framework_op") or ""), short_shapes(str(r.get("input_shapes") or "")),
+             short_dtypes(str(r.get("dtypes") or "")))
     return " ".join(p for p in parts if p)
 
 
