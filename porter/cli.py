@@ -189,7 +189,7 @@ def diagnose(
     as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
     force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
     catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md."),
+    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md/.html."),
     steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
@@ -226,7 +226,8 @@ def diagnose(
         return
     for line in summary_lines(json.loads(dest.read_text()), width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    wrote = "wrote diagnosis.json" + (", report.html (open in a browser), report.md, summary.md" if not no_report else "")
+    wrote = "wrote diagnosis.json" + (", report.html (open in a browser), report.md, summary.md/.html"
+                                      if not no_report else "")
     out.print(f"{wrote} in", highlight=False, markup=False)
     out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
 
@@ -305,10 +306,10 @@ def targets() -> None:
 @app.command()
 def report(
     diagnosis_dir: Path = typer.Argument(..., help="A directory written by `porter diagnose` (holds diagnosis.json)."),
-    fmt: str = typer.Option("all", "--format", help="html, md (report.md + summary.md), json, or all."),
+    fmt: str = typer.Option("all", "--format", help="html (report.html + summary.html), md (report.md + summary.md), json, or all."),
     out_path: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default: DIAGNOSIS_DIR), or a file name (.html/.md/.json) for one format."),
 ) -> None:
-    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md (one page, plain words).
+    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md and summary.html (one page, plain words).
 
     Example: porter report diag/ --format html -o qwen.html
     """

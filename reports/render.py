@@ -18,11 +18,12 @@ from markupsafe import Markup
 
 from porter.errors import PorterError
 from reports.model import ReportModel
-from reports.view import build_charts, fix_total_note, parity_text, side_titles, summary_points
+from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
+                          side_titles, summary_points, where_rows)
 from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
-OUTPUTS = {"html": ("report.html",), "md": ("report.md", "summary.md"), "json": ("report.json",)}
+OUTPUTS = {"html": ("report.html", "summary.html"), "md": ("report.md", "summary.md"), "json": ("report.json",)}
 TOP_GAPS = 25
 TOP_MODULE_ROWS = 30
 OP_SHAPES_HTML = 50  # shown before the "Show all" button
@@ -83,7 +84,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(
         us=fmt_us, ratio=fmt_ratio, pct=fmt_pct, sci=fmt_sci, days=lambda e: fmt_days(*e),
-        mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, gap=signed_us,
+        mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, gap=signed_us, plain=plain_name,
     )
     return env
 
@@ -95,8 +96,13 @@ def by_gap(rows: list, n: int | None = None) -> list:
 
 def _context(m: ReportModel) -> dict[str, Any]:
     folded = bool(m.by_module_kind) and len(m.by_module_kind) < len(m.by_module)
+    losses, wins = losses_and_wins(m)
     return {
         "m": m,
+        "where_what": where_rows(m)[0],
+        "losses": losses,
+        "wins": wins,
+        "not_measured": not_measured(m),
         "titles": side_titles(m),
         "points": summary_points(m),
         "parity": parity_text(m),
@@ -146,6 +152,7 @@ def render_all(m: ReportModel, formats: Iterable[str]) -> dict[str, str]:
     for fmt in formats:
         if fmt == "html":
             out["report.html"] = render(m, "report.html.j2")
+            out["summary.html"] = render(m, "summary.html.j2")
         elif fmt == "md":
             out["report.md"] = render(m, "report.md.j2")
             out["summary.md"] = render(m, "summary.md.j2")

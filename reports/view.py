@@ -174,6 +174,44 @@ def waterfall_steps(m: ReportModel) -> list[tuple[str, float]]:
     return steps
 
 
+def where_rows(m: ReportModel) -> tuple[str, list[TimeRow]]:
+    """The module table a reader compares first: kinds (instances summed) when that folds rows."""
+    if m.by_module_kind and len(m.by_module_kind) < len(m.by_module):
+        return "module kind", m.by_module_kind
+    return "module", m.by_module
+
+
+def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[TimeRow]]:
+    """The n largest losses (target slower) and n largest wins (target faster) by module (kind)."""
+    _, rows = where_rows(m)
+    losses = sorted((r for r in rows if r.gap_us > 0), key=lambda r: r.gap_us, reverse=True)[:n]
+    wins = sorted((r for r in rows if r.gap_us < 0), key=lambda r: r.gap_us)[:n]
+    return losses, wins
+
+
+def plain_name(key: str, parts: int = 2) -> str:
+    """A module path's last scopes ('BertAttention/BertSdpaSelfAttention'): what a reader recognises."""
+    return "/".join(key.split("/")[-parts:]) if key else "(no module)"
+
+
+def not_measured(m: ReportModel) -> list[str]:
+    """What this diagnosis did not measure, in words, for the leadership page."""
+    out = []
+    if m.accuracy is None:
+        out.append("Accuracy: " + ("recorded traces hold no model outputs." if m.mode == "trace"
+                                   else "the model's outputs were not compared."))
+    if m.ratio.lo is None:
+        out.append("The spread of the end-to-end ratio: each side has one profiled step, so no interval.")
+    if m.wall_ratio is None:
+        out.append("Wall-clock time: only device time from the profilers was compared.")
+    if m.coverage is not None and m.coverage < 0.995:
+        out.append(f"{fmt_pct(1 - m.coverage)} of the target's time found no partner on the source "
+                   "and is attributed to no fix.")
+    if m.time_fixes:
+        out.append("What the fixes recover is an estimate from the roofline and the source's time, not a measurement.")
+    return out
+
+
 def build_charts(m: ReportModel) -> dict[str, str]:
     src, tgt = f"source: {m.source.device_name}", f"target: {m.target.device_name}"
     out = {}

@@ -149,7 +149,7 @@ def qwen(tmp_path_factory) -> Path:
 
 @pytest.mark.corpus
 def test_diagnose_writes_reports_by_default(qwen):
-    for name in ("report.html", "report.md", "summary.md"):
+    for name in ("report.html", "report.md", "summary.md", "summary.html"):
         assert (qwen / name).stat().st_size > 0, name
 
 
@@ -157,7 +157,7 @@ def test_diagnose_writes_reports_by_default(qwen):
 def test_cli_report_renders_each_format(qwen, tmp_path):
     proc = run_porter("report", str(qwen), "--format", "all", "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in tmp_path.iterdir()} == {"report.html", "report.md", "summary.md", "report.json"}
+    assert {p.name for p in tmp_path.iterdir()} == {"report.html", "summary.html", "report.md", "summary.md", "report.json"}
     one = tmp_path / "one.html"
     assert run_porter("report", str(qwen), "--format", "html", "-o", str(one)).returncode == 0
     assert one.read_text().startswith("<!DOCTYPE html>")
@@ -187,10 +187,10 @@ def test_report_numbers_agree_with_diagnosis_json(qwen):
     # the op-class table holds the exact floats of diagnosis.json in its sort keys
     rows = {r[0][0]: (float(r[1][1]), float(r[2][1])) for r in page.tables["t-class"][1:]}
     assert rows == {c["key"]: (c["source_us"], c["target_us"]) for c in d["by_class"]}
-    # every matched-group row in the top-gaps table is one of diagnose's groups, biggest gaps first
+    # every matched-group row in the top-gaps table is one of diagnose's groups, biggest gaps (either sign) first
     head = [c[0] for c in page.tables["t-gaps"][0]]
     gaps = [float(r[head.index("Gap")][1]) for r in page.tables["t-gaps"][1:]]
-    assert gaps == sorted((g["delta_us"] for g in d["groups"]), reverse=True)[: len(gaps)]
+    assert gaps == sorted((g["delta_us"] for g in d["groups"]), key=abs, reverse=True)[: len(gaps)]
     md = (qwen / "report.md").read_text()
     for c in d["by_class"]:
         assert f"| {c['key']} | {fmt_us(c['source_us'])} | {fmt_us(c['target_us'])} |" in md
@@ -204,7 +204,12 @@ def test_summary_is_plain_words(qwen, corpus):
     names = set(real_kernel_names(0)) | {g["framework_op"] for g in json.loads((qwen / "diagnosis.json").read_text())["groups"]}
     assert not [n for n in names if n and n in summary]
     assert "::" not in summary and "Not measured" in summary  # trace mode: no accuracy data
-    assert "times as" in summary or "parity" in summary
+    assert f"takes {d_ratio(qwen):.2f}x the time" in summary and "times as" not in summary  # one ratio, never its inverse
+    assert "Largest losses" in summary and "Largest wins" in summary
+
+
+def d_ratio(diag: Path) -> float:
+    return json.loads((diag / "diagnosis.json").read_text())["end_to_end"]["ratio"]
 
 
 def ranked_fix_records(diag: Path) -> list[dict]:
