@@ -86,8 +86,12 @@ def test_eager_module_paths_cover_model(eager_bundle):
     # every module that does work has ops under its own path (containers like blocks/0 do the residual adds)
     assert called - found <= {"blocks/0/mlp", "blocks/1/mlp"}, called - found
     assert found <= called
-    share = device_share_with_module(ops)
-    assert share > 0.95, share  # measured 0.9997: only profiler-step glue is outside every module
+    # Outside every module: only the root forward's own ops (position ids, the embedding sum),
+    # the same few per step. Counted by op, not by time, so a loaded machine cannot fail it.
+    outside = ops[ops["module"] == ""]
+    assert set(outside["name"]) <= {"aten::arange", "aten::empty", "aten::resize_", "aten::add"}, set(outside["name"])
+    per_step = outside.groupby("step").size()
+    assert per_step.max() <= 5 and per_step.nunique() == 1, per_step.to_dict()
 
 
 @pytest.mark.slow
