@@ -23,7 +23,13 @@ def diagnose(out: Path, *args: str) -> Path:
         pytest.skip(f"target unavailable here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     assert (out / "diagnosis.json").is_file()
+    stderr_of(out).write_text(proc.stderr)
     return out
+
+
+def stderr_of(out: Path) -> Path:
+    """Where diagnose() keeps what the run printed on stderr (beside the diagnosis)."""
+    return out.parent / f"{out.name}.stderr"
 
 
 def qwen_trace_diagnosis(tmp_path_factory) -> Path:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _diagnoses import QWEN_SRC, QWEN_TGT, diagnose, live_transformer_diagnosis
+from _diagnoses import QWEN_SRC, QWEN_TGT, diagnose, live_transformer_diagnosis, stderr_of
 from conftest import corpus_dir
 from test_report import parse_html
 
@@ -130,6 +130,10 @@ def test_live_demo_reports_have_none_of_the_defects(tmp_path_factory):
     title = re.search(r"<h1>(.*?)</h1>", html, re.S).group(1)
     assert "(cpu:eager)" in title and "(xla)" in title  # same CPU on both sides: the stacks tell them apart
     assert d["inputs"]["source"]["framework_versions"].get("torch")
+    # a normal run prints porter's own progress only: Kineto's USDT lines went to capture.log
+    printed = stderr_of(diag).read_text().splitlines()
+    assert printed and all(line.startswith("porter: ") for line in printed), printed
+    assert "profiler_start" in (diag / "source" / "capture.log").read_text()
     if d.get("accuracy"):
         assert "relative L2" in (diag / "report.md").read_text()  # the verdict is there, once per place
 
