@@ -6,12 +6,13 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.opshape import compact
+from porter.units import short_dtypes, short_shapes
 
 GROUPINGS = ("op", "op-shape", "module", "class", "kernel")
 
 
 def op_shape_keys(ops: pd.DataFrame) -> pd.Series:
-    """'framework_op [shapes] [dtypes]' per op: one key per distinct call signature."""
+    """'aten::mm [[8944,1024],[1024,2816]] bf16' per op: one key per call signature, as read."""
     op = ops["framework_op"].to_numpy(dtype=object)
     op = np.where(op == "", ops["name"].to_numpy(dtype=object), op)
     sig = (ops["input_shapes"].astype(str) + "\x1f" + ops["dtypes"].astype(str)).to_numpy(dtype=object)
@@ -19,7 +20,7 @@ def op_shape_keys(ops: pd.DataFrame) -> pd.Series:
     text = []
     for u in uniq:
         shapes, dtypes = (compact(x) for x in u.split("\x1f"))
-        text.append(" ".join(x for x in (shapes, dtypes) if x))
+        text.append(" ".join(x for x in (short_shapes(shapes), short_dtypes(dtypes)) if x))
     rest = np.array(text, dtype=object)[inv]
     return pd.Series([f"{a} {b}".strip() for a, b in zip(op, rest)], index=ops.index)
 
