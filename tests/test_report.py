@@ -119,11 +119,18 @@ def test_markdown_keeps_names_in_code_spans_and_cells_intact():
     assert "void" not in texts["summary.md"]  # no kernel names for leadership
 
 
+def test_leadership_html_twin_names_no_kernel_and_escapes_devices():
+    names = real_kernel_names()
+    html = render_all(model_from_diagnosis(hostile_diagnosis(names)), ["html"])["summary.html"]
+    assert "void" not in html and "<script" not in html
+    assert "AMD &lt;MI300X&gt; &amp; co" in html
+
+
 def test_writes_are_atomic_and_leave_no_temporaries(tmp_path):
     names = real_kernel_names()
     (tmp_path / "diagnosis.json").write_text(json.dumps(hostile_diagnosis(names)))
     written = write_reports(tmp_path, ["html", "md", "json"])
-    assert sorted(p.name for p in written) == ["report.html", "report.json", "report.md", "summary.md"]
+    assert sorted(p.name for p in written) == ["report.html", "report.json", "report.md", "summary.html", "summary.md"]
     before = (tmp_path / "report.html").read_bytes()
     with pytest.raises(PorterError):
         write_reports(tmp_path, ["html", "pdf"])  # fails while rendering: nothing is replaced
