@@ -22,6 +22,8 @@ def fmt_ratio(r: float | None) -> str:
     """A time ratio as '1.23x'; '-' when unknown."""
     if r is None or r != r:
         return "-"
+    if 0 < abs(r) < 0.1:  # 0.0022x, not 0.00x: a far faster target still shows by how much
+        return f"{r:.2g}x"
     return f"{r:.2f}x"
 
 

@@ -191,7 +191,8 @@ def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[Tim
 
 def plain_name(key: str, parts: int = 2) -> str:
     """A module path's last scopes ('BertAttention/BertSdpaSelfAttention'): what a reader recognises."""
-    return "/".join(key.split("/")[-parts:]) if key else "(no module)"
+    named = [p for p in key.split("/") if p and p != "*"]  # 'blocks/*/attn' -> 'blocks/attn'
+    return "/".join(named[-parts:]) if named else "(no module)"
 
 
 def not_measured(m: ReportModel) -> list[str]:

@@ -12,7 +12,7 @@ from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis, real_ke
 from conftest import run_porter
 
 from porter.errors import PorterError
-from porter.units import fmt_us
+from porter.units import fmt_ratio, fmt_us
 from reports.build import model_from_diagnosis, write_reports
 from reports.render import md_code, render, render_all
 
@@ -187,7 +187,7 @@ def test_report_numbers_agree_with_diagnosis_json(qwen):
     d = json.loads((qwen / "diagnosis.json").read_text())
     e2e, cov = d["end_to_end"], d["alignment"]["coverage"]
     page = parse_html((qwen / "report.html").read_text())
-    assert page.by_id["fig-ratio"].strip() == f"{e2e['ratio']:.2f}x"
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(e2e["ratio"])
     assert page.by_id["fig-target-us"].strip() == fmt_us(e2e["target_total_us"])
     assert page.by_id["fig-source-us"].strip() == fmt_us(e2e["source_total_us"])
     assert page.by_id["fig-coverage"].strip() == f"{cov['target'] * 100:.1f}%"
@@ -201,7 +201,7 @@ def test_report_numbers_agree_with_diagnosis_json(qwen):
     md = (qwen / "report.md").read_text()
     for c in d["by_class"]:
         assert f"| {c['key']} | {fmt_us(c['source_us'])} | {fmt_us(c['target_us'])} |" in md
-    assert f"{e2e['ratio']:.2f}x" in md
+    assert fmt_ratio(e2e["ratio"]) in md
 
 
 @pytest.mark.corpus
@@ -211,7 +211,7 @@ def test_summary_is_plain_words(qwen, corpus):
     names = set(real_kernel_names(0)) | {g["framework_op"] for g in json.loads((qwen / "diagnosis.json").read_text())["groups"]}
     assert not [n for n in names if n and n in summary]
     assert "::" not in summary and "Not measured" in summary  # trace mode: no accuracy data
-    assert f"takes {d_ratio(qwen):.2f}x the time" in summary and "times as" not in summary  # one ratio, never its inverse
+    assert f"takes {fmt_ratio(d_ratio(qwen))} the time" in summary and "times as" not in summary  # one ratio, never its inverse
     assert "Largest losses" in summary and "Largest wins" in summary
 
 
@@ -275,7 +275,7 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
     assert "no-accuracy" not in page.by_id
     rows = page.tables["t-acc"][1:]
     assert len(rows) >= 2
-    assert page.by_id["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(d["end_to_end"]["ratio"])
     md = (diag / "report.md").read_text()
     assert "No accuracy data" not in md and "| # | Module | Local | Propagated |" in md
 

@@ -17,6 +17,7 @@ import pytest
 from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from test_report import INJECTED, hostile_diagnosis, parse_html
 
+from porter.units import fmt_ratio
 from reports.build import write_reports
 
 DOCS_SHOT = Path(__file__).resolve().parents[1] / "docs" / "report-screenshot.png"
@@ -71,6 +72,20 @@ def test_hostile_names_render_as_text_and_run_no_injected_script(tmp_path):
 
 
 @pytest.mark.slow
+def test_op_table_shows_50_rows_and_the_rest_on_request(tmp_path):
+    rows = [{"framework_op": f"aten::op{i}", "input_shapes": f"[[{i},8]]", "dtypes": '["float"]', "op_class": "elementwise",
+             "source_count": 2, "target_count": 2, "source_us": 100.0, "target_us": 100.0 + i, "module_kinds": ["m/k"]}
+            for i in range(1, 61)]
+    (tmp_path / "diagnosis.json").write_text(json.dumps(hostile_diagnosis(real_kernel_names()) | {"by_op_shape": rows}))
+    write_reports(tmp_path, ["html"])
+    check, dom = selfcheck(tmp_path / "report.html", tmp_path / "profile")
+    assert check["errors"] == []
+    assert check["op_shapes"] == {"rows": 60, "shown": 50, "expanded": 60, "collapsed": 50, "after_sort": 50}
+    first = parse_html(dom).tables["t-shape"][1]
+    assert first[0][0] == "aten::op60"  # the largest gap first
+
+
+@pytest.mark.slow
 @pytest.mark.corpus
 def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
     diag = qwen_trace_diagnosis(tmp_path_factory)
@@ -80,7 +95,7 @@ def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
     assert_rendered(check, 3)
     d = json.loads((diag / "diagnosis.json").read_text())
     shown = parse_html(dom).by_id  # the DOM after load, as the browser built it
-    assert shown["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    assert shown["fig-ratio"].strip() == fmt_ratio(d["end_to_end"]["ratio"])
     assert d["inputs"]["target"]["device"]["name"] in "".join(parse_html(dom).text)
     assert "No accuracy data: trace mode" in shown["no-accuracy"]
     png = tmp_path_factory.mktemp("shot") / "report.png"
