@@ -123,3 +123,13 @@ def test_show_by_op_shape_on_a_diagnosis_lists_both_sides(qwen, qwen_json):
     assert "+" + fmt_us(first["delta_us"]) in row
     bundle = _show(str(qwen / "target"), "--by", "op-shape", "--top", "3")
     assert any("aten::mm" in line for line in bundle)
+
+
+def test_summary_reads_older_and_newer_diagnoses(qwen_json):
+    """Without by_op_shape or gross columns (older porter) and with fields it does not know yet."""
+    older = {k: v for k, v in qwen_json.items() if k != "by_op_shape"}
+    older["by_class"] = [{k: v for k, v in r.items() if not k.startswith("gross_")} for r in qwen_json["by_class"]]
+    lines = summary_lines(older | {"headline": {"interval": [0.9, 1.0]}}, WIDTH)
+    assert max(map(len, lines)) <= WIDTH
+    assert not any("by op and input shapes" in line for line in lines)
+    assert any(line.strip().startswith("matmul") and "loss" not in line for line in lines)
