@@ -36,10 +36,6 @@ def called_module_paths(name: str) -> set[str]:
     return called
 
 
-def device_share_with_module(ops: pd.DataFrame) -> float:
-    return float(ops.loc[ops["module"] != "", "device_us"].sum() / ops["device_us"].sum())
-
-
 @pytest.fixture(scope="module")
 def eager_bundle(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("cap") / "tf_eager"
@@ -122,8 +118,11 @@ def test_inductor_one_region_and_module_share(inductor_bundle):
     assert found and called_module_paths("transformer") & found and found <= named, found - named
     mm = ops[ops["name"].isin(["aten::addmm", "aten::mm", "aten::bmm"]) & (ops["step"] >= 0)]
     assert (mm["module"] != "").all()
-    share = device_share_with_module(ops)
-    assert 0.15 < share <= 1.0, share  # 0.27-0.75 over noisy 2-step runs (0.40 before fused kernels got paths)
+    # Inductor's fused kernels (graph_*) carry module paths; counted, not timed, so a loaded
+    # CPU cannot tip it (13 of 15 per step measured: the two at the root, embedding + first
+    # norm and the final norm, span no single module)
+    fused = ops[ops["name"].str.startswith("graph_") & (ops["step"] >= 0)]
+    assert len(fused) and (fused["module"] != "").mean() >= 0.75, fused[fused["module"] == ""]["name"].tolist()
 
 
 @pytest.mark.slow
