@@ -31,23 +31,26 @@ def compact(text: str) -> str:
         return " ".join(text.split())
 
 
-def _compact_column(values: np.ndarray) -> np.ndarray:
-    uniq, inv = np.unique(values.astype(str), return_inverse=True)
-    return np.array([compact(u) for u in uniq], dtype=object)[inv]
+def _per_unique(values: np.ndarray, fn) -> np.ndarray:
+    """fn applied once per distinct value (hashing, not sorting: ops repeat a few shapes)."""
+    codes, uniques = pd.factorize(values)
+    return np.array([fn(u) for u in uniques], dtype=object)[codes]
 
 
-def _side(ops: pd.DataFrame, times: pd.Series, roofline_us: pd.Series | None = None) -> pd.DataFrame:
+def _side(ops: pd.DataFrame, times: pd.Series, roofline_us: pd.Series | None = None,
+          kinds: bool = True) -> pd.DataFrame:
     """One row per op with its key columns, class, module kind, time (and roofline share)."""
     ids = ops["op_id"].to_numpy()
     op = ops["framework_op"].to_numpy(dtype=object)
     out = pd.DataFrame({
         "framework_op": np.where(op == "", ops["name"].to_numpy(dtype=object), op),
-        "input_shapes": _compact_column(ops["input_shapes"].to_numpy(dtype=object)),
-        "dtypes": _compact_column(ops["dtypes"].to_numpy(dtype=object)),
+        "input_shapes": _per_unique(ops["input_shapes"].to_numpy(dtype=object), compact),
+        "dtypes": _per_unique(ops["dtypes"].to_numpy(dtype=object), compact),
         "op_class": ops["op_class"].to_numpy(dtype=object),
-        "module_kind": [module_kind(m) for m in ops["module"].tolist()],
         "us": times.reindex(ids).fillna(0.0).to_numpy(),
     })
+    if kinds:
+        out["module_kind"] = _per_unique(ops["module"].to_numpy(dtype=object), module_kind)
     if roofline_us is not None:
         out["roofline_us"] = roofline_us.reindex(ids).to_numpy()
     return out
@@ -128,7 +131,7 @@ def class_gross(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFram
     roll-up sums) give each op.
     """
     def side(aligned: pd.DataFrame, own: pd.DataFrame, times: pd.Series) -> pd.DataFrame:
-        f = _side(aligned, times)  # the aligned ops: kernel-only ops carry the op they ran for
+        f = _side(aligned, times, kinds=False)  # the aligned ops: kernel-only ops carry the op they ran for
         f["op_class"] = own.set_index("op_id")["op_class"].reindex(aligned["op_id"].to_numpy()).fillna("other").to_numpy()
         return f
 
