@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from porter.units import fmt_us, short_dtypes, short_shapes
+from porter.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"
@@ -31,7 +31,7 @@ def _signed(v: Any) -> str:
 
 
 def _x(v: Any) -> str:
-    return "-" if v is None else f"x{float(v):.2f}"
+    return fmt_ratio(None if v is None else float(v))
 
 
 def abbreviate(path: str, width: int) -> str:
@@ -113,7 +113,7 @@ def header_lines(d: dict, width: int) -> list[str]:
 
 
 def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate) -> str:
-    cells = f"  {_signed(delta):>10} {_x(ratio):>7}  "
+    cells = f"  {_signed(delta):>10} {_x(ratio):>8}  "
     return cells + shorten(name, max(12, width - len(cells)))
 
 
@@ -136,7 +136,7 @@ def class_lines(rows: list[dict], width: int) -> list[str]:
     for r in sorted(rows, key=lambda r: abs(r.get("delta_us") or 0.0), reverse=True):
         loss, win = r.get("gross_loss_us"), r.get("gross_win_us")
         gross = f"  loss {_signed(loss) if loss else '0'}, win {_us(win) if win else '0'}" if loss is not None else ""
-        lines += wrap(f"{r['key']:<12} {_signed(r.get('delta_us')):>10} {_x(r.get('ratio')):>7}{gross}", width, "  ")
+        lines += wrap(f"{r['key']:<12} {_signed(r.get('delta_us')):>10} {_x(r.get('ratio')):>8}{gross}", width, "  ")
     return lines
 
 
