@@ -53,7 +53,13 @@ def _differences(m: ReportModel, n: int = 2) -> str:
         parts.append("slower on " + " and ".join(f"{class_words(r.key)} (+{fmt_us(amount(r, True))})" for r in slower))
     if faster:
         parts.append("faster on " + " and ".join(f"{class_words(r.key)} ({fmt_us(amount(r, False))})" for r in faster))
-    return ("The target is " + ", and ".join(parts) + ".") if parts else ""
+    if not parts:
+        return ""
+    gross = any(abs(amount(r, loss) - r.gap_us) > 1e-6 * total
+                for rows, loss in ((slower, True), (faster, False)) for r in rows)
+    note = (" Each amount sums the op shapes that got slower (or faster) in that class; the net per class "
+            "is in the op-class table.") if gross else ""
+    return "The target is " + ", and ".join(parts) + "." + note
 
 
 def speed_phrase(ratio: float | None) -> str:
