@@ -226,8 +226,7 @@ def diagnose(
         return
     for line in summary_lines(json.loads(dest.read_text()), width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    wrote = "wrote diagnosis.json" + (", report.html (open in a browser), report.md, summary.md/.html"
-                                      if not no_report else "")
+    wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
     out.print(f"{wrote} in", highlight=False, markup=False)
     out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
 
