@@ -61,6 +61,7 @@ def staging(dest: Path) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a bundle is as readable as the reports beside it
     try:
         yield tmp
         if dest.exists():

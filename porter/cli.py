@@ -14,12 +14,32 @@ from rich.table import Table
 from porter.errors import PorterError
 from porter.units import fmt_us
 
+def _flag_type_hidden() -> None:
+    """typer 0.29 prints `<bool>` beside every on/off flag (--json, --force, --help), where a
+    user reads it as a value to pass; flags take none, so their type column stays blank."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "porter_flags_blank", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.porter_flags_blank = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flag_type_hidden()
+
 app = typer.Typer(
     name="porter",
     help=(
         "Find where time and accuracy are lost when a model moves between accelerators "
         "(CUDA -> TPU, CUDA -> ROCm, eager -> compiled), and what to fix first.\n\n"
-        "Start with `porter show TRACE` on any profiler trace, or `porter ingest` to keep a bundle."
+        "Start with `porter diagnose MODEL --from cpu --to xla` (runs both sides now) or "
+        "`porter diagnose --from A.json.gz --to B.json.gz` (two recorded traces); it writes "
+        "diagnosis.json, report.html, report.md and summary.md. `porter show TRACE` looks at one trace."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -67,22 +87,35 @@ def ingest(
         raise typer.Exit(2)
 
 
+NUMBER_COLUMNS_WIDTH = 46  # what `porter show`'s number columns and borders take of the terminal
+
+
+def _key_cell(key: str, by: str, width: int) -> str:
+    """A row's name for a table cell: module paths shortened from the middle, others wrap."""
+    from porter.summary import abbreviate
+
+    return abbreviate(key, width) if by == "module" else key
+
+
 @app.command()
 def show(
-    target: Path = typer.Argument(..., help="A bundle directory or a raw trace file."),
-    by: str = typer.Option("op", "--by", help="Group device time by: op, module, class or kernel."),
+    target: Path = typer.Argument(..., help="A bundle directory, a raw trace file, or a `porter diagnose` directory (both sides)."),
+    by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel."),
     top: int = typer.Option(15, "--top", "-n", help="Rows to print."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader for a raw trace."),
 ) -> None:
-    """Print where device time goes, grouped by op, module, op class or kernel.
+    """Print where device time goes, grouped by op, op and shapes, module, op class or kernel.
 
-    Example: porter show bundles/h100_Qwen --by module --top 20
+    Examples: porter show bundles/h100_Qwen --by module --top 20 ;
+    porter show diag/ --by op-shape (both sides of a diagnosis)
     """
     from porter.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
+    if (target / "diagnosis.json").is_file():
+        return show_diagnosis(target, by, top)
     try:
         bundle = open_any(target, fmt)
     except PorterError as exc:
@@ -92,14 +125,15 @@ def show(
     dev = bundle.manifest.get("device", {})
     title = f"{bundle.label}: {dev.get('name') or dev.get('type', '?')} - {fmt_us(total)} device time, {len(bundle.ops)} ops, {len(bundle.kernels)} kernels"
     table = Table(title=title, title_justify="left", expand=False)
-    table.add_column(by, overflow="ellipsis", max_width=max(30, out.width - 50), no_wrap=True)
-    table.add_column("device", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("count", justify="right")
+    name_w = max(24, out.width - NUMBER_COLUMNS_WIDTH)
+    table.add_column(by, overflow="fold", max_width=name_w)
+    table.add_column("device", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
     if by != "kernel":
-        table.add_column("host", justify="right")
+        table.add_column("host", justify="right", no_wrap=True)
     for row in table_df.head(top).itertuples():
-        cells = [str(row.key), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
+        cells = [_key_cell(str(row.key), by, name_w), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
         if by != "kernel":
             cells.append(fmt_us(row.host_us))
         table.add_row(*cells)
@@ -107,6 +141,42 @@ def show(
     rest = len(table_df) - top
     if rest > 0:
         out.print(f"[dim]... {rest} more rows (--top to see more)[/]")
+
+
+def show_diagnosis(diag: Path, by: str, top: int) -> None:
+    """Both sides of a diagnosis per module, class or op shape, largest absolute gap first."""
+    import json
+
+    from rich.markup import escape
+
+    from porter.summary import op_shape_name
+
+    block = {"op-shape": "by_op_shape", "module": "by_module", "class": "by_class"}.get(by)
+    if block is None:
+        fail(PorterError(f"a diagnosis directory shows --by op-shape, module or class, not {by!r}", path=diag,
+                         hint="or show one side's bundle: DIR/source or DIR/target"))
+    try:
+        rows = json.loads((diag / "diagnosis.json").read_text()).get(block) or []
+    except (OSError, ValueError) as exc:
+        fail(PorterError(f"unreadable diagnosis.json ({exc})", path=diag))
+    rows = sorted(rows, key=lambda r: abs(r.get("delta_us") or 0.0), reverse=True)
+    table = Table(title=f"{diag}: {len(rows)} rows by {by}, largest gap first (gap = target - source)",
+                  title_justify="left", expand=False)
+    name_w = max(24, out.width - NUMBER_COLUMNS_WIDTH)
+    table.add_column(by, overflow="fold", max_width=name_w)
+    for col in ("count", "source", "target", "gap", "ratio"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows[:top]:
+        key = op_shape_name(r) if by == "op-shape" else str(r.get("key") or "(no module)")
+        count = f"{r.get('source_count', 0)}/{r.get('target_count', 0)}"
+        gap = r.get("delta_us") or 0.0
+        colour = "red" if gap > 0 else "green"
+        ratio = r.get("ratio")
+        table.add_row(escape(_key_cell(key, by, name_w)), count, fmt_us(r.get("source_us")), fmt_us(r.get("target_us")),
+                      f"[{colour}]{'+' if gap > 0 else ''}{fmt_us(gap)}[/]", "-" if ratio is None else f"{ratio:.2f}x")
+    out.print(table)
+    if len(rows) > top:
+        out.print(f"[dim]... {len(rows) - top} more rows (--top to see more)[/]")
 
 
 @app.command()
@@ -119,7 +189,7 @@ def diagnose(
     as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
     force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
     catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
-    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md."),
+    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md/.html."),
     steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
@@ -129,10 +199,12 @@ def diagnose(
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
+    import json
     import shlex
 
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs, summary_lines
+    from porter.diagnose import diagnose_specs
+    from porter.summary import summary_lines
 
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
@@ -152,11 +224,11 @@ def diagnose(
     if as_json:
         sys.stdout.write(dest.read_text())
         return
-    for line in summary_lines(d, width=min(100, out.width)):
+    for line in summary_lines(json.loads(dest.read_text()), width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
-    out.print(f"wrote {dest}", highlight=False, markup=False, soft_wrap=True)
-    if not no_report:
-        out.print("  and report.html (open in a browser), report.md, summary.md beside it", highlight=False, markup=False)
+    wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
+    out.print(f"{wrote} in", highlight=False, markup=False)
+    out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -233,10 +305,10 @@ def targets() -> None:
 @app.command()
 def report(
     diagnosis_dir: Path = typer.Argument(..., help="A directory written by `porter diagnose` (holds diagnosis.json)."),
-    fmt: str = typer.Option("all", "--format", help="html, md (report.md + summary.md), json, or all."),
+    fmt: str = typer.Option("all", "--format", help="html (report.html + summary.html), md (report.md + summary.md), json, or all."),
     out_path: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default: DIAGNOSIS_DIR), or a file name (.html/.md/.json) for one format."),
 ) -> None:
-    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md (one page, plain words).
+    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md and summary.html (one page, plain words).
 
     Example: porter report diag/ --format html -o qwen.html
     """

@@ -29,6 +29,7 @@ from porter.errors import BundleError, PorterError
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
+from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
@@ -37,7 +38,6 @@ SIDES = ("source", "target")
 # Live captures inside diagnose: fewer profiled steps and timed repeats than `porter capture`,
 # so the default model diagnoses from cpu to xla in under a minute on two cores.
 LIVE_OPTIONS = {"steps": 3, "warmup": 1, "repeats": 10}
-NOISY = 0.10  # IQR/median of step times above which the summary warns
 Progress = Callable[[str], None]
 
 
@@ -55,6 +55,7 @@ class Diagnosis:
     by_class: pd.DataFrame
     by_framework_op: pd.DataFrame
     unmatched: dict[str, pd.DataFrame]
+    by_op_shape: pd.DataFrame = field(default_factory=pd.DataFrame)  # filled with the roofline in perf_model
     extras: dict[str, Any] = field(default_factory=dict)  # roofline, accuracy, fixes (when available)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -105,7 +106,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         groups=group_table(al),
         by_module=rollup(al, al.source_ops, al.target_ops, "module"),
         by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
-        by_class=rollup(al, source.ops, target.ops, "op_class"),
+        by_class=with_gross(rollup(al, source.ops, target.ops, "op_class"), class_gross(al, source.ops, target.ops)),
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
@@ -113,6 +114,12 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
     perf_model(d, catalogue or catalogue_from(None), accuracy)
     d.seconds.update(align=t1 - t0, attribute=t2 - t1, perf_model=time.perf_counter() - t2)
     return d
+
+
+def with_gross(by_class: pd.DataFrame, gross: pd.DataFrame) -> pd.DataFrame:
+    """The class roll-up with each class's gross loss and gross win beside its net gap."""
+    g = gross.reindex(by_class["key"]).fillna(0.0)
+    return by_class.assign(gross_loss_us=g["gross_loss_us"].to_numpy(), gross_win_us=g["gross_win_us"].to_numpy())
 
 
 def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | None) -> None:
@@ -126,6 +133,7 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
     src_c, tgt_c = side_ceilings(d.source.manifest), side_ceilings(d.target.manifest)
     table = group_roofline(d.groups, facts["source"], facts["target"], src_c, tgt_c)
     d.extras["roofline"] = roofline_block(table, d.groups, src_c, tgt_c)
+    d.by_op_shape = op_shape_table(al, table)
     acc = pd.DataFrame(accuracy["modules"]) if accuracy and accuracy.get("modules") else None
     groups = fix_groups(
         d.groups, facts["source"], facts["target"], table,
@@ -164,7 +172,7 @@ def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[st
         "label": b.label,
         "profiler": m.get("profiler"),
         "device": m.get("device", {}),
-        "framework_versions": m.get("framework_versions", {}),
+        "framework_versions": m.get("framework_versions") or m.get("versions") or {},  # live captures: "versions"
         "model": m.get("model"),
         "model_fingerprint": model_fingerprint(m),
         "target": m.get("target"),
@@ -206,6 +214,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "by_module_kind": _records(d.by_module_kind),
         "by_class": _records(d.by_class),
         "by_framework_op": _records(d.by_framework_op),
+        "by_op_shape": _records(d.by_op_shape),
         "unmatched": {side: _records(df) for side, df in d.unmatched.items()},
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),
@@ -224,6 +233,7 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=1, allow_nan=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the diagnosis is as readable as the reports beside it
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -303,97 +313,3 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
         read = time.perf_counter() - t0
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
                         progress=progress, seconds={"read": read}, **kwargs)
-
-
-# ---------------------------------------------------------------- terminal summary
-
-def _us(us: float) -> str:
-    if us != us:
-        return "-"
-    a = abs(us)
-    return f"{us / 1e6:.2f} s" if a >= 1e6 else f"{us / 1e3:.2f} ms" if a >= 1e3 else f"{us:.1f} us"
-
-
-def _cut(text: str, n: int) -> str:
-    """Keep the end of a long module path (the innermost scopes say most)."""
-    return text if len(text) <= n else "..." + text[-(n - 3):]
-
-
-def roofline_lines(roof: dict[str, Any] | None) -> list[str]:
-    if not roof:
-        return []
-    t = roof["totals"]
-    tgt = roof["ceilings"]["target"]
-    if not tgt["known"]:
-        return ["roofline: target device not in porter/data/devices.toml and no measured ceilings"]
-    return [f"roofline ({'measured' if tgt.get('measured') else 'datasheet'} ceilings): "
-            f"up to {_us(t['recoverable_us'])} recoverable, {_us(t['demonstrated_us'])} shown reachable by the source"]
-
-
-def fix_lines(fixes: list[dict[str, Any]], width: int, top: int = 3) -> list[str]:
-    """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
-    from reports.build import fix_where
-
-    if not fixes:
-        return ["fixes: no catalogue fix applies to these gaps"]
-    lines = [f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):"]
-    for i, f in enumerate(fixes[:top], 1):
-        lo, hi = f["days"]
-        gain = (f"saves up to {_us(f['recoverable_us'])}" if f["kind"] == "perf"
-                else f"accuracy: local error {f['severity']:.3g}x tolerance")
-        lines.append(f"  {i}. {f['title']}"[:width])
-        lines.append(f"     {gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence"[:width])
-        lines.append("     at " + _cut(fix_where(f), width - 8))
-    return lines
-
-
-def accuracy_lines(acc: dict[str, Any] | None, width: int) -> list[str]:
-    import textwrap
-
-    if not acc:
-        return ["accuracy: not compared (no saved tensors; a live diagnose of a MODEL compares them)"]
-    lines = [f"accuracy ({acc['dtype']}, {acc['metric']}, tolerance {acc['tolerance']:.0e}):"]
-    for text in acc.get("findings", []):
-        lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="    ")
-    return lines
-
-
-def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
-    """A plain-text summary that fits `width` columns."""
-    e, cov = d.e2e, d.coverage()
-    dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
-    lines = [
-        _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
-        f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
-        "  per step: " + ", ".join(
-            f"{role} {_us(sp.median)} +-{sp.rel_spread * 100:.0f}% (n={sp.n})" if has else f"{role}: no step markers"
-            for role, sp, has in (("source", e.source, e.source_has_steps), ("target", e.target, e.target_has_steps))),
-    ]
-    noisy = max(e.source.rel_spread, e.target.rel_spread)
-    if noisy > NOISY:
-        lines.append(f"  noisy: step times spread {noisy * 100:.0f}% (IQR/median); small gaps are not trustworthy")
-    if e.wall_ratio is not None:
-        lines.append(f"wall time: x{e.wall_ratio:.3f} (source {e.source_wall.median * 1e3:.2f} ms, "
-                     f"target {e.target_wall.median * 1e3:.2f} ms per step)")
-    lines.append(f"whole trace: {_us(e.source_total_us)} -> {_us(e.target_total_us)} "
-                 f"({d.alignment.source_times.basis})")
-    lines.append(f"coverage: {cov['source'] * 100:.2f}% of source, {cov['target'] * 100:.2f}% of target time "
-                 f"in {len(d.groups)} matched groups")
-    name_w = max(20, width - 40)
-    base = e.source_total_us or float("nan")
-    tables = [("module", d.by_module)]
-    if len(d.by_module_kind) < len(d.by_module):
-        tables.append(("module kind (instances summed)", d.by_module_kind))
-    for title, table in tables:
-        lines.append(f"top time gaps by {title}, target slower first:")
-        slow = table[table["delta_us"] > 0].head(top)
-        for r in slow.itertuples():
-            lines.append(f"  {'+' + _us(r.delta_us):>11} {r.delta_us / base * 100:5.1f}% of source  "
-                         f"x{r.ratio:<6.2f} {_cut(r.key or '(no module)', name_w)}")
-        if slow.empty:
-            lines.append("  (none is slower on the target)")
-    lines += roofline_lines(d.extras.get("roofline"))
-    lines += fix_lines(d.extras.get("fixes") or [], width)
-    lines += accuracy_lines(d.extras.get("accuracy"), width)
-    lines += [f"warning: {w}" for w in d.extras.get("warnings", [])]
-    return [line[:width] for line in lines]

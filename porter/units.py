@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def fmt_us(us: float | None) -> str:
     """Microseconds as us / ms / s with three significant-ish digits; '-' when unknown."""
@@ -20,6 +22,8 @@ def fmt_ratio(r: float | None) -> str:
     """A time ratio as '1.23x'; '-' when unknown."""
     if r is None or r != r:
         return "-"
+    if 0 < abs(r) < 0.1:  # 0.0022x, not 0.00x: a far faster target still shows by how much
+        return f"{r:.2g}x"
     return f"{r:.2f}x"
 
 
@@ -42,3 +46,27 @@ def fmt_days(lo: float, hi: float) -> str:
     if lo == hi:
         return f"{lo:g} d"
     return f"{lo:g}\u2013{hi:g} d"
+
+
+SHORT_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64",
+                "long int": "int64", "int": "int32", "bool": "bool", "c10::Float8_e4m3fn": "fp8"}
+
+
+def short_shapes(shapes: str) -> str:
+    """'[[16,559,1],[],[]]' -> '[[16,559,1]]': trailing scalar arguments say nothing."""
+    while shapes.endswith(",[]]"):
+        shapes = shapes[:-4] + "]"
+    return shapes
+
+
+def short_dtypes(dtypes: str) -> str:
+    """The distinct tensor dtypes of a call, short ('bf16'; 'fp32,bf16' for a cast)."""
+    try:
+        names = json.loads(dtypes) if dtypes else []
+    except ValueError:
+        return dtypes
+    seen: list[str] = []
+    for n in names if isinstance(names, list) else []:
+        if isinstance(n, str) and n and n not in ("Scalar", "ScalarList", "TensorList", "") and n not in seen:
+            seen.append(n)
+    return ",".join(SHORT_DTYPES.get(n, n) for n in seen)

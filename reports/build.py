@@ -19,9 +19,9 @@ import numpy as np
 
 from porter.atomic import atomic_write_text
 from porter.errors import PorterError
-from reports.model import Accuracy, AccuracyRow, Fix, Note, ReportModel, Side, Spread, TimeRow
+from reports.model import Accuracy, AccuracyRow, Fix, Note, OpShapeRow, ReportModel, Side, Spread, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
-from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us
+from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
@@ -122,9 +122,30 @@ def _ratio_spread(e2e: dict) -> Spread:
 
 # ---------------------------------------------------------------- time tables
 
-def _time_rows(rows: Iterable[dict]) -> list[TimeRow]:
-    return [TimeRow(key=str(r.get("key") or ""), source_us=_f(r.get("source_us")) or 0.0, target_us=_f(r.get("target_us")) or 0.0)
+NO_MODULE = "(no module)"
+
+
+def _time_rows(rows: Iterable[dict], empty: str = NO_MODULE) -> list[TimeRow]:
+    """Roll-up rows; a blank key (ops outside any module) gets a name, gross split when present."""
+    return [TimeRow(key=str(r.get("key") or empty), source_us=_f(r.get("source_us")) or 0.0,
+                    target_us=_f(r.get("target_us")) or 0.0,
+                    gross_loss_us=_f(r.get("gross_loss_us")), gross_win_us=_f(r.get("gross_win_us")))
             for r in rows or []]
+
+
+def _op_shape_rows(rows: Iterable[dict]) -> list[OpShapeRow]:
+    """diagnosis.json by_op_shape (optional: older diagnoses have none), largest |gap| first."""
+    out = [OpShapeRow(
+        op=str(r.get("framework_op") or "(unnamed)"),
+        shapes=short_shapes(str(r.get("input_shapes") or "")),
+        dtypes=short_dtypes(str(r.get("dtypes") or "")),
+        op_class=str(r.get("op_class") or ""),
+        source_count=int(r.get("source_count") or 0), target_count=int(r.get("target_count") or 0),
+        source_us=_f(r.get("source_us")) or 0.0, target_us=_f(r.get("target_us")) or 0.0,
+        efficiency=_f(r.get("target_efficiency")),
+        module_kinds=tuple(str(k) for k in r.get("module_kinds") or ()),
+    ) for r in rows or []]
+    return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 
 
 def _roofline_by_group(roofline: Any) -> dict[Any, float]:
@@ -323,9 +344,10 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         ratio=_ratio_spread(e2e),
         wall_ratio=_f(e2e.get("wall_ratio")),
         coverage=_f(cov.get("target")),
-        by_class=_time_rows(d.get("by_class")),
+        by_class=_time_rows(d.get("by_class"), "other"),
         by_module=_time_rows(d.get("by_module")),
         by_module_kind=_time_rows(d.get("by_module_kind")),
+        by_op_shape=_op_shape_rows(d.get("by_op_shape")),
         top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),

@@ -39,16 +39,11 @@ class Side:
     steps: int = 0  # profiled steps in the trace (0: unknown)
 
 
-@dataclass(frozen=True)
-class TimeRow:
-    """Device time of one group (op class, module, op or matched group) on both sides."""
+class Gap:
+    """Gap and ratio of a row that has source_us and target_us (target - source; target / source)."""
 
-    key: str
     source_us: float
     target_us: float
-    roofline_us: float | None = None  # best time the target's hardware allows, when known
-    op_class: str = ""
-    module: str = ""
 
     @property
     def gap_us(self) -> float:
@@ -58,12 +53,50 @@ class TimeRow:
     def ratio(self) -> float | None:
         return self.target_us / self.source_us if self.source_us > 0 else None
 
+
+@dataclass(frozen=True)
+class TimeRow(Gap):
+    """Device time of one group (op class, module, op or matched group) on both sides."""
+
+    key: str
+    source_us: float
+    target_us: float
+    roofline_us: float | None = None  # best time the target's hardware allows, when known
+    op_class: str = ""
+    module: str = ""
+    gross_loss_us: float | None = None  # op classes: the gaps of the slower op shapes, summed
+    gross_win_us: float | None = None  # and of the faster ones (negative); loss + win = gap
+
     @property
     def roofline_distance(self) -> float | None:
         """How many times slower than its roofline the target runs this group."""
         if self.roofline_us is None or not self.roofline_us > 0:
             return None
         return self.target_us / self.roofline_us
+
+
+@dataclass(frozen=True)
+class OpShapeRow(Gap):
+    """One (framework op, input shapes, dtypes) aggregated over its calls on each side."""
+
+    op: str
+    shapes: str  # compact JSON, '' when the trace recorded none
+    dtypes: str  # short ('bf16'; 'fp32,bf16' for a cast)
+    op_class: str
+    source_count: int
+    target_count: int
+    source_us: float
+    target_us: float
+    efficiency: float | None = None  # target roofline time / target time, when costs are known
+    module_kinds: tuple[str, ...] = ()
+
+    @property
+    def source_mean_us(self) -> float | None:
+        return self.source_us / self.source_count if self.source_count else None
+
+    @property
+    def target_mean_us(self) -> float | None:
+        return self.target_us / self.target_count if self.target_count else None
 
 
 @dataclass(frozen=True)
@@ -84,6 +117,13 @@ class Accuracy:
     passed: bool | None
     tolerance_note: str  # which tolerance and why
     rows: list[AccuracyRow]
+
+    @property
+    def headline(self) -> str:
+        """A few words for a summary card; the verdict sentence goes beneath it."""
+        if self.passed is None:
+            return "not judged"
+        return "within tolerance" if self.passed else "outside tolerance"
 
 
 @dataclass(frozen=True)
@@ -132,7 +172,13 @@ class ReportModel:
     porter_version: str = ""
     warnings: list[str] = field(default_factory=list)
     by_module_kind: list[TimeRow] = field(default_factory=list)
-    wall_ratio: float | None = None  # target / source median step wall time (live captures)  # instances folded: every layer's attention as one row
+    wall_ratio: float | None = None  # target / source median step wall time (live captures)
+    by_op_shape: list[OpShapeRow] = field(default_factory=list)  # largest absolute gap first
+
+    @property
+    def excess_us(self) -> float:
+        """How much more device time the target spends than the source (0 when it spends less)."""
+        return max(self.target.total_us - self.source.total_us, 0.0)
 
     @property
     def time_fixes(self) -> list[Fix]:

@@ -18,13 +18,17 @@ from markupsafe import Markup
 
 from porter.errors import PorterError
 from reports.model import ReportModel
-from reports.view import build_charts, parity_text, summary_points
+from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
+                          side_titles, summary_points, where_rows)
 from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
-OUTPUTS = {"html": ("report.html",), "md": ("report.md", "summary.md"), "json": ("report.json",)}
+OUTPUTS = {"html": ("report.html", "summary.html"), "md": ("report.md", "summary.md"), "json": ("report.json",)}
 TOP_GAPS = 25
 TOP_MODULE_ROWS = 30
+OP_SHAPES_HTML = 50  # shown before the "Show all" button
+OP_SHAPES_MD = 30
+BREAK_AFTER = ("/", ",", "_", ".", ":")  # where a long name may wrap in a table cell
 
 
 def md_text(v: Any) -> str:
@@ -39,6 +43,21 @@ def md_code(v: Any) -> str:
     if not s:
         return ""
     return f"`` {s} ``" if "`" in s else f"`{s}`"
+
+
+def html_breakable(v: Any) -> Markup:
+    """A name, escaped, with <wbr> after '/', ',', '_', '.', ':' so a narrow cell wraps it there
+    and never inside a word."""
+    text = str(Markup.escape(str(v)))
+    for ch in BREAK_AFTER:
+        text = text.replace(ch, ch + "<wbr>")
+    return Markup(text)
+
+
+def signed_us(us: float | None) -> str:
+    """A gap with its sign: '+1.20 ms' (target slower), '-3.00 us' (target faster)."""
+    text = fmt_us(us)
+    return "+" + text if us is not None and us == us and us > 0 else text
 
 
 def _sort_key(v: Any) -> str:
@@ -65,21 +84,38 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(
         us=fmt_us, ratio=fmt_ratio, pct=fmt_pct, sci=fmt_sci, days=lambda e: fmt_days(*e),
-        mdtext=md_text, code=md_code, v=_sort_key,
+        mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, gap=signed_us, plain=plain_name,
     )
     return env
 
 
+def by_gap(rows: list, n: int | None = None) -> list:
+    """Rows with the largest gaps first, losses and wins alike."""
+    return sorted(rows, key=lambda r: abs(r.gap_us), reverse=True)[:n]
+
+
 def _context(m: ReportModel) -> dict[str, Any]:
+    folded = bool(m.by_module_kind) and len(m.by_module_kind) < len(m.by_module)
+    losses, wins = losses_and_wins(m)
     return {
         "m": m,
+        "where_what": where_rows(m)[0],
+        "losses": losses,
+        "wins": wins,
+        "not_measured": not_measured(m),
+        "titles": side_titles(m),
         "points": summary_points(m),
         "parity": parity_text(m),
         "charts": {k: Markup(v) for k, v in build_charts(m).items()},
-        "top_gaps": sorted(m.top_gaps, key=lambda r: r.gap_us, reverse=True)[:TOP_GAPS],
-        "by_class": sorted(m.by_class, key=lambda r: r.gap_us, reverse=True),
-        "modules": sorted(m.by_module, key=lambda r: r.gap_us, reverse=True)[:TOP_MODULE_ROWS],
-        "excess_us": max(m.target.total_us - m.source.total_us, 0.0),
+        "top_gaps": by_gap(m.top_gaps, TOP_GAPS),
+        "by_class": by_gap(m.by_class),
+        "has_gross": any(r.gross_loss_us is not None for r in m.by_class),
+        "modules": by_gap(m.by_module, TOP_MODULE_ROWS),
+        "module_kinds": by_gap(m.by_module_kind, TOP_MODULE_ROWS) if folded else [],
+        "op_shapes": m.by_op_shape,
+        "op_shape_limit": OP_SHAPES_HTML,
+        "md_op_shapes": m.by_op_shape[:OP_SHAPES_MD],
+        "fix_total_note": fix_total_note(m),
         "counted": m.counted_fixes(),
     }
 
@@ -116,6 +152,7 @@ def render_all(m: ReportModel, formats: Iterable[str]) -> dict[str, str]:
     for fmt in formats:
         if fmt == "html":
             out["report.html"] = render(m, "report.html.j2")
+            out["summary.html"] = render(m, "summary.html.j2")
         elif fmt == "md":
             out["report.md"] = render(m, "report.md.j2")
             out["summary.md"] = render(m, "summary.md.j2")

@@ -40,28 +40,42 @@ def class_words(op_class: str) -> str:
 
 
 def _differences(m: ReportModel, n: int = 2) -> str:
-    """Where the target is slower and where faster, by op class, in plain words."""
-    rows = sorted(m.by_class, key=lambda r: r.gap_us, reverse=True)
+    """Where the target is slower and where faster, by op class, in plain words (gross when a
+    class hides losses behind a net win, or wins behind a net loss)."""
     total = m.source.total_us or 1.0
-    slower = [r for r in rows if r.gap_us > 0.01 * total][:n]
-    faster = [r for r in reversed(rows) if r.gap_us < -0.01 * total][:n]
-    fmt = lambda r: f"{class_words(r.key)} ({'+' if r.gap_us > 0 else '-'}{fmt_us(abs(r.gap_us))})"  # noqa: E731
+    def amount(r: TimeRow, loss: bool) -> float:
+        gross = r.gross_loss_us if loss else r.gross_win_us
+        return gross if gross is not None else r.gap_us
+    slower = sorted((r for r in m.by_class if amount(r, True) > 0.01 * total), key=lambda r: -amount(r, True))[:n]
+    faster = sorted((r for r in m.by_class if amount(r, False) < -0.01 * total), key=lambda r: amount(r, False))[:n]
     parts = []
     if slower:
-        parts.append("slower on " + " and ".join(fmt(r) for r in slower))
+        parts.append("slower on " + " and ".join(f"{class_words(r.key)} (+{fmt_us(amount(r, True))})" for r in slower))
     if faster:
-        parts.append("faster on " + " and ".join(fmt(r) for r in faster))
-    return ("The target is " + ", and ".join(parts) + ".") if parts else ""
+        parts.append("faster on " + " and ".join(f"{class_words(r.key)} ({fmt_us(amount(r, False))})" for r in faster))
+    if not parts:
+        return ""
+    gross = any(abs(amount(r, loss) - r.gap_us) > 1e-6 * total
+                for rows, loss in ((slower, True), (faster, False)) for r in rows)
+    note = (" Each amount sums the op shapes that got slower (or faster) in that class; the net per class "
+            "is in the op-class table.") if gross else ""
+    return "The target is " + ", and ".join(parts) + "." + note
 
 
-def _speed_phrase(ratio: float) -> str:
-    if ratio != ratio:
+def speed_phrase(ratio: float | None) -> str:
+    """The end-to-end ratio in words, as the same number the tables show (never its inverse)."""
+    if ratio is None or ratio != ratio:
         return "could not be compared"
-    if abs(ratio - 1) < 0.02:
-        return "runs at parity with"
-    if ratio > 1:
-        return f"takes {ratio:.2f} times as long as"
-    return f"is {1 / ratio:.2f} times as fast as"
+    verdict = "at parity" if abs(ratio - 1) < 0.02 else "slower" if ratio > 1 else "faster"
+    return f"takes {fmt_ratio(ratio)} the time ({verdict})"
+
+
+def side_titles(m: ReportModel) -> tuple[str, str]:
+    """What to call each side in a title: the device, plus the stack when both run on the same device."""
+    src, tgt = m.source, m.target
+    if src.device_name == tgt.device_name:
+        return f"{src.device_name} ({src.stack})", f"{tgt.device_name} ({tgt.stack})"
+    return src.device_name, tgt.device_name
 
 
 def summary_points(m: ReportModel) -> list[Point]:
@@ -73,9 +87,9 @@ def summary_points(m: ReportModel) -> list[Point]:
     points = [
         Point(
             "Where the port stands",
-            f"On {tgt.device_name} ({tgt.stack}), {m.model} {_speed_phrase(m.ratio.value)} on {src.device_name} "
-            f"({src.stack}): {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}."
-            + (f" In wall-clock time per step it {_speed_phrase(m.wall_ratio)} the source." if m.wall_ratio is not None else ""),
+            f"Against {src.device_name} ({src.stack}), {m.model} on {tgt.device_name} ({tgt.stack}) "
+            f"{speed_phrase(m.ratio.value)}: {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}."
+            + (f" In wall-clock time per step it {speed_phrase(m.wall_ratio)}." if m.wall_ratio is not None else ""),
         )
     ]
     diff = _differences(m)
@@ -122,6 +136,16 @@ def recovers_text(m: ReportModel) -> str:
     )
 
 
+def fix_total_note(m: ReportModel) -> str:
+    """How the fix plan's totals are counted; the cap is named only when it applies."""
+    text = ("Fixes that apply to the same ops are alternatives: the totals count each op's time and effort "
+            "once, for the best-ranked fix")
+    if m.excess_us > 0:
+        return text + f", and the time is capped at the target's excess over the source ({fmt_us(m.excess_us)})."
+    return text + ("; the target already spends less time than the source in total, so the recoverable time "
+                   "is not capped.")
+
+
 def parity_text(m: ReportModel) -> str:
     """What it takes to reach parity, in one or two sentences."""
     excess = m.target.total_us - m.source.total_us
@@ -145,14 +169,54 @@ def _largest(rows: list[TimeRow], n: int) -> list[TimeRow]:
 def waterfall_steps(m: ReportModel) -> list[tuple[str, float]]:
     """Per-class gaps (largest first) plus the remainder, summing to target - source time."""
     rows = sorted(m.by_class, key=lambda r: abs(r.gap_us), reverse=True)
-    steps = [(r.key, r.gap_us) for r in rows[:WATERFALL_STEPS]]
-    rest = sum(r.gap_us for r in rows[WATERFALL_STEPS:])
-    if rest:
-        steps.append((f"{len(rows) - WATERFALL_STEPS} other classes", rest))
+    shown = WATERFALL_STEPS if len(rows) > WATERFALL_STEPS + 1 else len(rows)  # never "1 other classes"
+    steps = [(r.key, r.gap_us) for r in rows[:shown]]
+    rest = sum(r.gap_us for r in rows[shown:])
+    if rows[shown:]:
+        steps.append((f"{len(rows) - shown} other classes", rest))
     residual = (m.target.total_us - m.source.total_us) - sum(d for _, d in steps)
     if abs(residual) > 1e-6 * max(m.target.total_us, 1.0):
         steps.append(("not in any class (unmatched)", residual))
     return steps
+
+
+def where_rows(m: ReportModel) -> tuple[str, list[TimeRow]]:
+    """The module table a reader compares first: kinds (instances summed) when that folds rows."""
+    if m.by_module_kind and len(m.by_module_kind) < len(m.by_module):
+        return "module kind", m.by_module_kind
+    return "module", m.by_module
+
+
+def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[TimeRow]]:
+    """The n largest losses (target slower) and n largest wins (target faster) by module (kind)."""
+    _, rows = where_rows(m)
+    losses = sorted((r for r in rows if r.gap_us > 0), key=lambda r: r.gap_us, reverse=True)[:n]
+    wins = sorted((r for r in rows if r.gap_us < 0), key=lambda r: r.gap_us)[:n]
+    return losses, wins
+
+
+def plain_name(key: str, parts: int = 2) -> str:
+    """A module path's last scopes ('BertAttention/BertSdpaSelfAttention'): what a reader recognises."""
+    named = [p for p in key.split("/") if p and p != "*"]  # 'blocks/*/attn' -> 'blocks/attn'
+    return "/".join(named[-parts:]) if named else "(no module)"
+
+
+def not_measured(m: ReportModel) -> list[str]:
+    """What this diagnosis did not measure, in words, for the leadership page."""
+    out = []
+    if m.accuracy is None:
+        out.append("Accuracy: " + ("recorded traces hold no model outputs." if m.mode == "trace"
+                                   else "the model's outputs were not compared."))
+    if m.ratio.lo is None:
+        out.append("The spread of the end-to-end ratio: each side has one profiled step, so no interval.")
+    if m.wall_ratio is None:
+        out.append("Wall-clock time: only device time from the profilers was compared.")
+    if m.coverage is not None and m.coverage < 0.995:
+        out.append(f"{fmt_pct(1 - m.coverage)} of the target's time found no partner on the source "
+                   "and is attributed to no fix.")
+    if m.time_fixes:
+        out.append("What the fixes recover is an estimate from the roofline and the source's time, not a measurement.")
+    return out
 
 
 def build_charts(m: ReportModel) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,13 @@ def diagnose(out: Path, *args: str) -> Path:
         pytest.skip(f"target unavailable here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
     assert (out / "diagnosis.json").is_file()
+    stderr_of(out).write_text(proc.stderr)
     return out
+
+
+def stderr_of(out: Path) -> Path:
+    """Where diagnose() keeps what the run printed on stderr (beside the diagnosis)."""
+    return out.parent / f"{out.name}.stderr"
 
 
 def qwen_trace_diagnosis(tmp_path_factory) -> Path:
@@ -52,7 +59,10 @@ def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if path := shutil.which(name):
             return path
-    pytest.skip("chromium is not installed (CI installs the Debian package `chromium` in .ci/run)")
+    why = "chromium is not installed (scripts/test.sh installs the Debian package `chromium` when run as root)"
+    if os.environ.get("PORTER_REQUIRE_BROWSER"):  # the README's command: a missing browser is a failure
+        pytest.fail(why + "; install it: apt-get install chromium")
+    pytest.skip(why)
 
 
 def live_transformer_diagnosis(tmp_path_factory) -> Path:

@@ -36,10 +36,6 @@ def called_module_paths(name: str) -> set[str]:
     return called
 
 
-def device_share_with_module(ops: pd.DataFrame) -> float:
-    return float(ops.loc[ops["module"] != "", "device_us"].sum() / ops["device_us"].sum())
-
-
 @pytest.fixture(scope="module")
 def eager_bundle(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("cap") / "tf_eager"
@@ -86,8 +82,12 @@ def test_eager_module_paths_cover_model(eager_bundle):
     # every module that does work has ops under its own path (containers like blocks/0 do the residual adds)
     assert called - found <= {"blocks/0/mlp", "blocks/1/mlp"}, called - found
     assert found <= called
-    share = device_share_with_module(ops)
-    assert share > 0.95, share  # measured 0.9997: only profiler-step glue is outside every module
+    # Outside every module: only the root forward's own ops (position ids, the embedding sum),
+    # the same few per step. Counted by op, not by time, so a loaded machine cannot fail it.
+    outside = ops[ops["module"] == ""]
+    assert set(outside["name"]) <= {"aten::arange", "aten::empty", "aten::resize_", "aten::add"}, set(outside["name"])
+    per_step = outside.groupby("step").size()
+    assert per_step.max() <= 5 and per_step.nunique() == 1, per_step.to_dict()
 
 
 @pytest.mark.slow
@@ -118,8 +118,11 @@ def test_inductor_one_region_and_module_share(inductor_bundle):
     assert found and called_module_paths("transformer") & found and found <= named, found - named
     mm = ops[ops["name"].isin(["aten::addmm", "aten::mm", "aten::bmm"]) & (ops["step"] >= 0)]
     assert (mm["module"] != "").all()
-    share = device_share_with_module(ops)
-    assert 0.15 < share <= 1.0, share  # 0.27-0.75 over noisy 2-step runs (0.40 before fused kernels got paths)
+    # Inductor's fused kernels (graph_*) carry module paths; counted, not timed, so a loaded
+    # CPU cannot tip it (13 of 15 per step measured: the two at the root, embedding + first
+    # norm and the final norm, span no single module)
+    fused = ops[ops["name"].str.startswith("graph_") & (ops["step"] >= 0)]
+    assert len(fused) and (fused["module"] != "").mean() >= 0.75, fused[fused["module"] == ""]["name"].tolist()
 
 
 @pytest.mark.slow

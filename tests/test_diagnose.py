@@ -94,7 +94,7 @@ def test_cli_summary_fits_100_columns(planted, tmp_path):
     fast, slow = planted
     r = run_porter("diagnose", "--from", str(fast), "--to", str(slow), "-o", str(tmp_path / "d"))
     assert r.returncode == 0, r.stderr
-    assert "coverage:" in r.stdout and "top time gaps" in r.stdout
+    assert "coverage:" in r.stdout and "largest losses" in r.stdout and "largest wins" in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 100
     assert (tmp_path / "d" / "source" / "manifest.json").is_file()
     assert (tmp_path / "d" / "target" / "ops.parquet").is_file()

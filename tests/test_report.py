@@ -12,7 +12,7 @@ from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis, real_ke
 from conftest import run_porter
 
 from porter.errors import PorterError
-from porter.units import fmt_us
+from porter.units import fmt_ratio, fmt_us
 from reports.build import model_from_diagnosis, write_reports
 from reports.render import md_code, render, render_all
 
@@ -119,11 +119,18 @@ def test_markdown_keeps_names_in_code_spans_and_cells_intact():
     assert "void" not in texts["summary.md"]  # no kernel names for leadership
 
 
+def test_leadership_html_twin_names_no_kernel_and_escapes_devices():
+    names = real_kernel_names()
+    html = render_all(model_from_diagnosis(hostile_diagnosis(names)), ["html"])["summary.html"]
+    assert "void" not in html and "<script" not in html
+    assert "AMD &lt;MI300X&gt; &amp; co" in html
+
+
 def test_writes_are_atomic_and_leave_no_temporaries(tmp_path):
     names = real_kernel_names()
     (tmp_path / "diagnosis.json").write_text(json.dumps(hostile_diagnosis(names)))
     written = write_reports(tmp_path, ["html", "md", "json"])
-    assert sorted(p.name for p in written) == ["report.html", "report.json", "report.md", "summary.md"]
+    assert sorted(p.name for p in written) == ["report.html", "report.json", "report.md", "summary.html", "summary.md"]
     before = (tmp_path / "report.html").read_bytes()
     with pytest.raises(PorterError):
         write_reports(tmp_path, ["html", "pdf"])  # fails while rendering: nothing is replaced
@@ -149,7 +156,7 @@ def qwen(tmp_path_factory) -> Path:
 
 @pytest.mark.corpus
 def test_diagnose_writes_reports_by_default(qwen):
-    for name in ("report.html", "report.md", "summary.md"):
+    for name in ("report.html", "report.md", "summary.md", "summary.html"):
         assert (qwen / name).stat().st_size > 0, name
 
 
@@ -157,7 +164,7 @@ def test_diagnose_writes_reports_by_default(qwen):
 def test_cli_report_renders_each_format(qwen, tmp_path):
     proc = run_porter("report", str(qwen), "--format", "all", "-o", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in tmp_path.iterdir()} == {"report.html", "report.md", "summary.md", "report.json"}
+    assert {p.name for p in tmp_path.iterdir()} == {"report.html", "summary.html", "report.md", "summary.md", "report.json"}
     one = tmp_path / "one.html"
     assert run_porter("report", str(qwen), "--format", "html", "-o", str(one)).returncode == 0
     assert one.read_text().startswith("<!DOCTYPE html>")
@@ -180,21 +187,21 @@ def test_report_numbers_agree_with_diagnosis_json(qwen):
     d = json.loads((qwen / "diagnosis.json").read_text())
     e2e, cov = d["end_to_end"], d["alignment"]["coverage"]
     page = parse_html((qwen / "report.html").read_text())
-    assert page.by_id["fig-ratio"].strip() == f"{e2e['ratio']:.2f}x"
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(e2e["ratio"])
     assert page.by_id["fig-target-us"].strip() == fmt_us(e2e["target_total_us"])
     assert page.by_id["fig-source-us"].strip() == fmt_us(e2e["source_total_us"])
     assert page.by_id["fig-coverage"].strip() == f"{cov['target'] * 100:.1f}%"
     # the op-class table holds the exact floats of diagnosis.json in its sort keys
     rows = {r[0][0]: (float(r[1][1]), float(r[2][1])) for r in page.tables["t-class"][1:]}
     assert rows == {c["key"]: (c["source_us"], c["target_us"]) for c in d["by_class"]}
-    # every matched-group row in the top-gaps table is one of diagnose's groups, biggest gaps first
+    # every matched-group row in the top-gaps table is one of diagnose's groups, biggest gaps (either sign) first
     head = [c[0] for c in page.tables["t-gaps"][0]]
     gaps = [float(r[head.index("Gap")][1]) for r in page.tables["t-gaps"][1:]]
-    assert gaps == sorted((g["delta_us"] for g in d["groups"]), reverse=True)[: len(gaps)]
+    assert gaps == sorted((g["delta_us"] for g in d["groups"]), key=abs, reverse=True)[: len(gaps)]
     md = (qwen / "report.md").read_text()
     for c in d["by_class"]:
         assert f"| {c['key']} | {fmt_us(c['source_us'])} | {fmt_us(c['target_us'])} |" in md
-    assert f"{e2e['ratio']:.2f}x" in md
+    assert fmt_ratio(e2e["ratio"]) in md
 
 
 @pytest.mark.corpus
@@ -204,7 +211,12 @@ def test_summary_is_plain_words(qwen, corpus):
     names = set(real_kernel_names(0)) | {g["framework_op"] for g in json.loads((qwen / "diagnosis.json").read_text())["groups"]}
     assert not [n for n in names if n and n in summary]
     assert "::" not in summary and "Not measured" in summary  # trace mode: no accuracy data
-    assert "times as" in summary or "parity" in summary
+    assert f"takes {fmt_ratio(d_ratio(qwen))} the time" in summary and "times as" not in summary  # one ratio, never its inverse
+    assert "Largest losses" in summary and "Largest wins" in summary
+
+
+def d_ratio(diag: Path) -> float:
+    return json.loads((diag / "diagnosis.json").read_text())["end_to_end"]["ratio"]
 
 
 def ranked_fix_records(diag: Path) -> list[dict]:
@@ -263,7 +275,7 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
     assert "no-accuracy" not in page.by_id
     rows = page.tables["t-acc"][1:]
     assert len(rows) >= 2
-    assert page.by_id["fig-ratio"].strip() == f"{d['end_to_end']['ratio']:.2f}x"
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(d["end_to_end"]["ratio"])
     md = (diag / "report.md").read_text()
     assert "No accuracy data" not in md and "| # | Module | Local | Propagated |" in md
 

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-GROUPINGS = ("op", "module", "class", "kernel")
+from porter.analysis.opshape import compact
+from porter.units import short_dtypes, short_shapes
+
+GROUPINGS = ("op", "op-shape", "module", "class", "kernel")
+
+
+def op_shape_keys(ops: pd.DataFrame) -> pd.Series:
+    """'aten::mm [[8944,1024],[1024,2816]] bf16' per op: one key per call signature, as read."""
+    op = ops["framework_op"].to_numpy(dtype=object)
+    op = np.where(op == "", ops["name"].to_numpy(dtype=object), op)
+    sig = (ops["input_shapes"].astype(str) + "\x1f" + ops["dtypes"].astype(str)).to_numpy(dtype=object)
+    uniq, inv = np.unique(sig.astype(str), return_inverse=True)
+    text = []
+    for u in uniq:
+        shapes, dtypes = (compact(x) for x in u.split("\x1f"))
+        text.append(" ".join(x for x in (short_shapes(shapes), short_dtypes(dtypes)) if x))
+    rest = np.array(text, dtype=object)[inv]
+    return pd.Series([f"{a} {b}".strip() for a, b in zip(op, rest)], index=ops.index)
 
 
 def time_by(ops: pd.DataFrame, kernels: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -13,8 +31,10 @@ def time_by(ops: pd.DataFrame, kernels: pd.DataFrame, by: str) -> pd.DataFrame:
         g = kernels.groupby("name", sort=False).agg(device_us=("dur_us", "sum"), count=("dur_us", "size"))
         g["host_us"] = float("nan")
     else:
-        col = {"op": "name", "module": "module", "class": "op_class"}[by]
+        col = {"op": "name", "op-shape": "op_shape", "module": "module", "class": "op_class"}[by]
         frame = ops
+        if by == "op-shape":
+            frame = ops.assign(op_shape=op_shape_keys(ops))
         if by == "module":
             frame = ops.assign(module=ops["module"].where(ops["module"] != "", "(no module)"))
         g = frame.groupby(col, sort=False).agg(

@@ -34,6 +34,7 @@ from porter.capture.models import ModelSpec, load_model
 from porter.schema import empty_kernels, empty_ops
 from porter.targets import CaptureFailure, Prepared, Stack, resolve
 from porter.capture.options import INPUT_KEY, OUTPUT_KEY, CaptureOptions
+from porter.capture.quiet import third_party_output
 from porter.capture.timing import Timing, time_steps
 
 @dataclass
@@ -123,8 +124,6 @@ def write_failed(dest: Path, model: ModelSpec, target: str, stack: Stack, device
 def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOptions | None = None,
             progress: Progress = lambda msg: None) -> CaptureResult:
     """Run model_ref on target and write a capture bundle at dest (see module doc)."""
-    from profilers.detect import read_trace
-
     opts = opts or CaptureOptions()
     if opts.steps < 1 or opts.warmup < 0 or opts.repeats < 1:
         raise PorterError(f"--steps and repeats must be >= 1 and --warmup >= 0 (got {opts.steps}, {opts.warmup})")
@@ -132,7 +131,16 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
     stack.availability(spec.device).raise_if_missing(spec.text)
     model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
     device = stack.resolve_device(spec.device)
-    dest = Path(dest)
+    with third_party_output() as native:  # Kineto's USDT lines, JAX's warnings: into the bundle's log
+        result = _run(model, spec, stack, device, Path(dest), opts, progress)
+    native.save(result.path)
+    return result
+
+
+def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opts: CaptureOptions,
+         progress: Progress) -> CaptureResult:
+    """Steps 2-7 of the module doc, for a resolved, available target."""
+    from profilers.detect import read_trace
 
     prepared: Prepared | None = None
     try:

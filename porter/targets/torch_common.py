@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from porter.targets.ceilings import torch_device, torch_sync
 from porter.targets.base import Activations, Availability, ModuleTracker, Prepared, Stack, first_tensor, module_hooks
 
-CUDA_REMEDY = "capture on a {what} host with `porter capture MODEL --on {device} -o DIR` and pass the bundle with --from/--to"
+CUDA_REMEDY = "capture on {what} host with `porter capture MODEL --on {device} -o DIR` and pass the bundle with --from/--to"
 
 
 def torch_availability(device: str) -> Availability:
@@ -24,7 +24,7 @@ def torch_availability(device: str) -> Availability:
         return Availability(True)
     if device in ("cuda", "rocm"):
         what = "CUDA" if device == "cuda" else "ROCm"
-        remedy = CUDA_REMEDY.format(what=what, device=device)
+        remedy = CUDA_REMEDY.format(what=f"a {what}", device=device)
         if not torch.cuda.is_available():
             return Availability(False, f"no {what} device visible to torch (torch.cuda.is_available() is False)", remedy)
         is_hip = bool(torch.version.hip)
@@ -35,7 +35,7 @@ def torch_availability(device: str) -> Availability:
     if device == "mps":
         if torch.backends.mps.is_available():
             return Availability(True)
-        return Availability(False, "no Apple MPS device visible to torch", CUDA_REMEDY.format(what="Apple silicon", device="mps"))
+        return Availability(False, "no Apple MPS device visible to torch", CUDA_REMEDY.format(what="an Apple silicon", device="mps"))
     return Availability(False, f"torch stacks do not run on {device}", "use --on tpu (the xla stack) for TPUs")
 
 

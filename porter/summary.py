@@ -1,0 +1,220 @@
+"""The terminal summary of a diagnosis: what `porter diagnose` prints, read from diagnosis.json.
+
+Every line fits `width` columns and nothing is cut: prose wraps, and a long module path is
+shortened from the middle, keeping its root and the innermost scopes that tell rows apart
+(`Qwen2Model_0/…/Qwen2DecoderLayer_17/Qwen2MLP_17`). Losses and wins are listed apart, so a
+target that is faster overall still shows where it is slower, and per op class the net gap
+sits beside its gross loss and gross win.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from porter.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
+
+NOISY = 0.10  # IQR/median of step times above which the summary warns
+ELLIPSIS = "\u2026"
+TOP_ROWS = 5
+TOP_SHAPES = 3
+TOP_FIXES = 3
+
+
+def _us(v: Any) -> str:
+    return fmt_us(None if v is None else float(v))
+
+
+def _signed(v: Any) -> str:
+    text = _us(v)
+    return text if text.startswith("-") or text == "-" else "+" + text
+
+
+def _x(v: Any) -> str:
+    return fmt_ratio(None if v is None else float(v))
+
+
+def abbreviate(path: str, width: int) -> str:
+    """A '/'-separated path in at most `width` characters, shortened from the middle.
+
+    Keeps the first scope and as many trailing scopes as fit ('A/…/y/z'); a last scope longer
+    than the room keeps its end ('…long_name_tail').
+    """
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    if len(parts) > 2:
+        head = parts[0] + "/" + ELLIPSIS
+        tail: list[str] = []
+        for p in reversed(parts[1:]):
+            if len(head) + 1 + len("/".join([p] + tail)) > width:
+                break
+            tail.insert(0, p)
+        if tail:
+            return head + "/" + "/".join(tail)
+        head = ELLIPSIS
+        for p in reversed(parts):
+            cand = "/".join([p] + tail)
+            if len(head) + 1 + len(cand) > width:
+                break
+            tail.insert(0, p)
+        if tail:
+            return head + "/" + "/".join(tail)
+    return ELLIPSIS + path[-(width - 1):]
+
+
+def wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
+    """Prose wrapped at width (long words are broken only when a single word is wider)."""
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + more,
+                         break_on_hyphens=False) or [indent.rstrip()]
+
+
+def _device(side: dict) -> str:
+    dev = side.get("device") or {}
+    return str(dev.get("name") or dev.get("type") or "?")
+
+
+def ratio_words(ratio: float | None) -> str:
+    if ratio is None:
+        return "could not be compared"
+    if abs(ratio - 1) < 0.02:
+        return f"x{ratio:.3f}, at parity"
+    return f"x{ratio:.3f}, target {'slower' if ratio > 1 else 'faster'}"
+
+
+def header_lines(d: dict, width: int) -> list[str]:
+    src, tgt = d["inputs"]["source"], d["inputs"]["target"]
+    e = d["end_to_end"]
+    lines = wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
+    lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
+                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')})", width)
+    per = []
+    for role in ("source", "target"):
+        sp = e.get(f"{role}_per_step_us") or {}
+        spread = sp.get("rel_spread")
+        per.append(f"{role} {_us(sp.get('median'))}" + (f" +-{spread * 100:.0f}%" if spread is not None else "")
+                   + f" (n={sp.get('n', 0)})")
+    lines += wrap("per step: " + ", ".join(per), width, "  ")
+    spreads = [(e.get(f"{r}_per_step_us") or {}).get("rel_spread") for r in ("source", "target")]
+    noisy = max((s for s in spreads if s is not None), default=0.0)
+    if noisy > NOISY:
+        lines += wrap(f"noisy: step times spread {noisy * 100:.0f}% (IQR/median); small gaps are not trustworthy",
+                      width, "  ")
+    if e.get("wall_ratio") is not None:
+        sw, tw = e.get("source_wall_s") or {}, e.get("target_wall_s") or {}
+        lines += wrap(f"wall time: x{e['wall_ratio']:.3f} (source {_us((sw.get('median') or 0) * 1e6)}, "
+                      f"target {_us((tw.get('median') or 0) * 1e6)} per step)", width)
+    lines += wrap(f"whole trace: {_us(e.get('source_total_us'))} -> {_us(e.get('target_total_us'))} "
+                  f"({src.get('time_basis')})", width)
+    cov = (d.get("alignment") or {}).get("coverage") or {}
+    lines += wrap(f"coverage: {cov.get('source', 0) * 100:.2f}% of source, {cov.get('target', 0) * 100:.2f}% of "
+                  f"target time in {len(d.get('groups') or [])} matched groups", width)
+    return lines
+
+
+def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate) -> str:
+    cells = f"  {_signed(delta):>10} {_x(ratio):>8}  "
+    return cells + shorten(name, max(12, width - len(cells)))
+
+
+def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int,
+                    shorten: Any = abbreviate) -> list[str]:
+    """The `top` largest losses, then the `top` largest wins, of one table (rows carry delta_us)."""
+    lines = []
+    for title, keep, order in (("losses (target slower)", lambda v: v > 0, True),
+                               ("wins (target faster)", lambda v: v < 0, False)):
+        chosen = sorted((r for r in rows if keep(r.get("delta_us") or 0.0)),
+                        key=lambda r: r["delta_us"], reverse=order)[:top]
+        lines += wrap(f"largest {title} by {what}:", width)
+        lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten) for r in chosen] or ["  (none)"]
+    return lines
+
+
+def class_lines(rows: list[dict], width: int) -> list[str]:
+    """Per op class: net gap = gross loss + gross win, largest |net| first."""
+    lines = wrap("by op class: net gap, gross loss (op shapes slower) and gross win (faster):", width)
+    for r in sorted(rows, key=lambda r: abs(r.get("delta_us") or 0.0), reverse=True):
+        loss, win = r.get("gross_loss_us"), r.get("gross_win_us")
+        gross = f"  loss {_signed(loss) if loss else '0'}, win {_us(win) if win else '0'}" if loss is not None else ""
+        lines += wrap(f"{r['key']:<12} {_signed(r.get('delta_us')):>10} {_x(r.get('ratio')):>8}{gross}", width, "  ")
+    return lines
+
+
+def op_shape_name(r: dict) -> str:
+    """An op-shape row for reading: 'aten::mm [[8944,1024],[1024,2816]] bf16' (diagnosis.json keeps all)."""
+    parts = (str(r.get("framework_op") or ""), short_shapes(str(r.get("input_shapes") or "")),
+             short_dtypes(str(r.get("dtypes") or "")))
+    return " ".join(p for p in parts if p)
+
+
+def shorten_end(text: str, width: int) -> str:
+    """An op and its shapes in width characters: the op name and first shapes say most."""
+    return text if len(text) <= width else text[:width - 1] + ELLIPSIS
+
+
+def roofline_lines(roof: dict | None, width: int) -> list[str]:
+    if not roof:
+        return []
+    t = roof["totals"]
+    tgt = roof["ceilings"]["target"]
+    if not tgt["known"]:
+        return wrap("roofline: target device not in porter/data/devices.toml and no measured ceilings", width)
+    return wrap(f"roofline ({'measured' if tgt.get('measured') else 'datasheet'} ceilings): "
+                f"up to {_us(t['recoverable_us'])} recoverable, {_us(t['demonstrated_us'])} shown reachable "
+                "by the source", width)
+
+
+def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
+    """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
+    from reports.build import fix_where
+
+    if not fixes:
+        return wrap("fixes: no catalogue fix applies to these gaps", width)
+    lines = wrap(f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):", width)
+    for i, f in enumerate(fixes[:top], 1):
+        lo, hi = f["days"]
+        gain = (f"saves up to {_us(f['recoverable_us'])}" if f["kind"] == "perf"
+                else f"accuracy: local error {f['severity']:.3g}x tolerance")
+        lines += wrap(f"{i}. {f['title']}", width, "  ", "   ")
+        lines += wrap(f"{gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence", width, "     ", "")
+        ops, mods = list(f.get("ops") or []), list(f.get("modules") or [])
+        more = max(len(ops), len(mods)) - 1
+        tail = f" (+{more} more)" if more > 0 else ""
+        if ops and mods:
+            lead = f"     at {ops[0]} in "
+            room = width - len(lead) - len(tail)
+            if room >= 20:
+                lines.append(lead + abbreviate(mods[0], room) + tail)
+                continue
+        lines += wrap("at " + fix_where(f), width, "     ", "  ")
+    return lines
+
+
+def accuracy_lines(acc: dict | None, width: int) -> list[str]:
+    if not acc:
+        return wrap("accuracy: not compared (no saved tensors; a live diagnose of a MODEL compares them)", width)
+    lines = wrap(f"accuracy ({acc['dtype']}, {acc['metric']}, tolerance {acc['tolerance']:.0e}):", width)
+    for text in acc.get("findings", []):
+        lines += wrap(text, width, "  ")
+    return lines
+
+
+def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
+    """The plain-text summary of a parsed diagnosis.json, every line at most `width` columns."""
+    lines = header_lines(d, width)
+    mods, kinds = d.get("by_module") or [], d.get("by_module_kind") or []
+    folded = bool(kinds) and len(kinds) < len(mods)
+    lines += losses_and_wins(kinds if folded else mods, lambda r: r.get("key") or "(no module)", width,
+                             "module kind (instances summed)" if folded else "module", top)
+    if d.get("by_class"):
+        lines += class_lines(d["by_class"], width)
+    if d.get("by_op_shape"):
+        lines += losses_and_wins(d["by_op_shape"], op_shape_name, width, "op and input shapes", TOP_SHAPES,
+                                 shorten_end)
+    lines += roofline_lines(d.get("roofline"), width)
+    lines += fix_lines(d.get("fixes") or [], width)
+    lines += accuracy_lines(d.get("accuracy"), width)
+    for w in d.get("warnings") or []:
+        lines += wrap(f"warning: {w}", width)
+    return lines
+

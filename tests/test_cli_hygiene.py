@@ -1,0 +1,68 @@
+"""What a new user sees around a run: help text, failing fast on an unavailable target, no
+third-party log lines, and files as readable as the reports."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from _diagnoses import qwen_trace_diagnosis
+from conftest import run_porter
+
+
+def test_help_shows_no_bool_metavar_and_points_at_diagnose():
+    top = run_porter("--help")
+    assert top.returncode == 0
+    assert "<bool>" not in top.stdout
+    assert "porter diagnose" in top.stdout.split("Options")[0]  # the first thing the help suggests
+    sub = run_porter("diagnose", "--help")
+    assert sub.returncode == 0 and "--json" in sub.stdout and "--force" in sub.stdout
+    assert "<bool>" not in sub.stdout
+    assert "<path>" in sub.stdout  # options that take a value still show its type
+
+
+def test_targets_table_reads_an_apple_silicon_host():
+    out = run_porter("targets")
+    assert out.returncode == 0
+    assert "a Apple" not in out.stdout and "an Apple silicon" in out.stdout
+
+
+@pytest.mark.parametrize(("args", "code", "words"), [
+    (("transformer", "--from", "cpu", "--to", "tpu"), 3, "(target)"),
+    (("transformer", "--from", "cpu", "--to", "gpu"), 2, "gpu: target:"),
+    (("--from", "cpu", "--to", "gpu"), 2, "gpu: target:"),
+    (("--from", "gpu", "--to", "cpu"), 2, "gpu: source:"),
+])
+def test_unavailable_side_fails_before_any_capture_and_names_its_side(tmp_path, args, code, words):
+    out = tmp_path / "d"
+    proc = run_porter("diagnose", *args, "-o", str(out))
+    assert proc.returncode == code, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("porter: ") or "error" in line]
+    assert len(errors) == 1 and words in errors[0] and "Traceback" not in proc.stderr
+    assert "capturing" not in proc.stderr and "first forward" not in proc.stderr  # nothing ran first
+    assert not out.exists()  # not even the source bundle was written
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.corpus
+def test_diagnosis_and_bundles_are_as_readable_as_the_reports(tmp_path_factory):
+    d = qwen_trace_diagnosis(tmp_path_factory)
+    assert _mode(d / "report.html") == 0o644
+    assert _mode(d / "diagnosis.json") == 0o644
+    for side in ("source", "target"):
+        assert _mode(d / side) == 0o755
+        assert _mode(d / side / "manifest.json") == 0o644
+
+
+@pytest.mark.slow
+def test_capture_keeps_kineto_lines_in_the_bundle_log(tmp_path):
+    """Kineto prints USDT profiler_start/stop lines from C++; they belong in capture.log."""
+    dest = tmp_path / "b"
+    proc = run_porter("capture", "transformer", "--on", "cpu", "--steps", "1", "--warmup", "0", "--repeats", "2",
+                      "--no-activations", "-o", str(dest))
+    assert proc.returncode == 0, proc.stderr
+    assert "USDT" not in proc.stderr and "USDT" not in proc.stdout
+    assert "profiler_start" in (dest / "capture.log").read_text()

@@ -1,0 +1,135 @@
+"""The terminal summary: wraps at 80 columns (never crops), lists losses and wins, and its
+numbers are diagnosis.json's. Read on the Qwen H100 -> MI300X pair, where the target is
+faster overall (x0.94) yet matmul and attention are slower: the case a losses-only list hid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from _diagnoses import QWEN_SRC, QWEN_TGT, qwen_trace_diagnosis
+from conftest import REPO, corpus_dir
+
+from porter.summary import abbreviate, summary_lines
+from porter.units import fmt_us
+
+WIDTH = 80
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    return qwen_trace_diagnosis(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def qwen_json(qwen):
+    return json.loads((qwen / "diagnosis.json").read_text())
+
+
+def test_abbreviate_keeps_root_and_the_distinguishing_tail():
+    rows = [f"Qwen2Model_0/Qwen2DecoderLayer_{i}/Qwen2MLP_{i}/Linear_{3 * i}" for i in (7, 17)]
+    short = [abbreviate(r, 36) for r in rows]
+    assert short == ["Qwen2Model_0/…/Qwen2MLP_7/Linear_21", "Qwen2Model_0/…/Qwen2MLP_17/Linear_51"]
+    assert all(len(s) <= 36 for s in short)
+    assert abbreviate("a/b", 80) == "a/b"
+    one = "x" * 50
+    assert abbreviate(one, 20) == "…" + "x" * 19
+    tail = abbreviate("Root_0/" + "L" * 40 + "/attn_3", 20)  # root cannot fit with the tail
+    assert tail.endswith("/attn_3") and len(tail) <= 20
+
+
+def _words(lines: list[str]) -> list[str]:
+    return " ".join(lines).split()
+
+
+def test_summary_wraps_at_80_columns_and_crops_nothing(qwen_json):
+    lines = summary_lines(qwen_json, WIDTH)
+    assert max(map(len, lines)) <= WIDTH
+    text = " ".join(_words(lines))
+    # the sentences the old summary cut mid-word are whole
+    assert "compares them)" in text
+    assert "shown reachable by the source" in text
+    wide = summary_lines(qwen_json, 400)
+    prose = [w for w in _words(wide) if "/" not in w and "…" not in w and "[" not in w]
+    assert set(prose) <= set(_words(lines))  # wrapping moved words, it dropped none
+
+
+def test_summary_lists_wins_when_the_target_is_faster(qwen_json):
+    lines = summary_lines(qwen_json, WIDTH)
+    e = qwen_json["end_to_end"]
+    assert e["ratio"] < 1  # the owlv2-like case: target faster overall
+    assert any("target faster" in line for line in lines[:3])
+    wins_at = next(i for i, line in enumerate(lines) if line.startswith("largest wins") and "module" in line)
+    kinds = sorted(qwen_json["by_module_kind"], key=lambda r: r["delta_us"])
+    best = kinds[0]
+    assert best["delta_us"] < 0
+    assert fmt_us(best["delta_us"]) in lines[wins_at + 1] and best["key"].split("/")[-1] in lines[wins_at + 1]
+    losses_at = next(i for i, line in enumerate(lines) if line.startswith("largest losses") and "module" in line)
+    worst = kinds[-1]
+    assert "+" + fmt_us(worst["delta_us"]) in lines[losses_at + 1]
+
+
+def test_summary_class_lines_carry_gross_loss_and_win(qwen_json):
+    """Elementwise nets to a win on the target while some of its shapes are >2.5x slower."""
+    lines = summary_lines(qwen_json, WIDTH)
+    cls = {r["key"]: r for r in qwen_json["by_class"]}
+    ew = cls["elementwise"]
+    assert ew["delta_us"] < 0 < ew["gross_loss_us"]
+    line = next(line for line in lines if line.strip().startswith("elementwise"))
+    assert fmt_us(ew["delta_us"]) in line and "+" + fmt_us(ew["gross_loss_us"]) in line
+    assert fmt_us(ew["gross_win_us"]) in line
+
+
+def test_cli_summary_in_a_pipe_fits_80_columns(corpus, tmp_path):
+    """Piped stdout (no terminal) at COLUMNS=80: every line fits, none is cut."""
+    env = dict(os.environ, COLUMNS=str(WIDTH), TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-m", "porter", "diagnose", "--from", str(corpus_dir() / QWEN_SRC),
+                           "--to", str(corpus_dir() / QWEN_TGT), "-o", str(tmp_path / "d"), "--no-report"],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert max(len(line) for line in out if not line.startswith("  /")) <= WIDTH
+    text = " ".join(proc.stdout.split())
+    assert "compares them)" in text and "largest wins" in text
+
+
+def _show(*args: str) -> list[str]:
+    env = dict(os.environ, COLUMNS=str(WIDTH))
+    proc = subprocess.run([sys.executable, "-m", "porter", "show", *args], cwd=REPO, capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(map(len, lines)) <= WIDTH
+    return lines
+
+
+def test_show_by_module_rows_can_be_told_apart(qwen):
+    """Each Qwen module row keeps its distinguishing tail (not 'Qwen2Model_0/Qwen2DecoderLaye…' x N)."""
+    lines = _show(str(qwen / "source"), "--by", "module", "--top", "12")
+    names = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    assert len(names) == 12 and len(set(names)) == 12
+    assert sum(n.startswith("Qwen2Model_0/…/") for n in names) >= 10
+
+
+def test_show_by_op_shape_on_a_diagnosis_lists_both_sides(qwen, qwen_json):
+    lines = _show(str(qwen), "--by", "op-shape", "--top", "3")
+    first = next(r for r in qwen_json["by_op_shape"])
+    row = next(line for line in lines if line.startswith("│ ") and first["framework_op"] in line)
+    assert f"{first['source_count']}/{first['target_count']}" in row
+    assert fmt_us(first["source_us"]) in row and fmt_us(first["target_us"]) in row
+    assert "+" + fmt_us(first["delta_us"]) in row
+    bundle = _show(str(qwen / "target"), "--by", "op-shape", "--top", "3")
+    assert any("aten::mm" in line for line in bundle)
+
+
+def test_summary_reads_older_and_newer_diagnoses(qwen_json):
+    """Without by_op_shape or gross columns (older porter) and with fields it does not know yet."""
+    older = {k: v for k, v in qwen_json.items() if k != "by_op_shape"}
+    older["by_class"] = [{k: v for k, v in r.items() if not k.startswith("gross_")} for r in qwen_json["by_class"]]
+    lines = summary_lines(older | {"headline": {"interval": [0.9, 1.0]}}, WIDTH)
+    assert max(map(len, lines)) <= WIDTH
+    assert not any("by op and input shapes" in line for line in lines)
+    assert any(line.strip().startswith("matmul") and "loss" not in line for line in lines)
