@@ -29,6 +29,7 @@ from porter.errors import BundleError, PorterError
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
+from porter.analysis.headline import headline, scaled_to_step
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
@@ -185,6 +186,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["source_op_ids"] = ids["source_ids"].reindex(g["group_id"]).to_list()
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
+    head = d.extras.get("headline") or {}
+    g = scaled_to_step(g, head, al.source_times.total, al.target_times.total)
     return _clean({
         "format": FORMAT,
         "porter_version": __version__,
@@ -200,6 +203,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
             "time_by_evidence": {k: {"source_us": float(r.source_us), "target_us": float(r.target_us)}
                                  for k, r in ev.iterrows()},
         },
+        "headline": head or None,
         "end_to_end": d.e2e.to_dict(),
         "groups": _records(g),
         "by_module": _records(d.by_module),
@@ -248,12 +252,13 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, paired_timing: Any = None) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
     model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
     seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
+    paired_timing: porter.capture.interleaved.PairedTiming of a live pair (the headline's basis).
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -268,6 +273,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     progress("aligning and attributing")
     d = analyse(source, target, catalogue=catalogue, accuracy=acc)
     d.extras.update(warnings=warnings, command=command)
+    d.extras["headline"] = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
+                                    source.manifest, target.manifest)
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()
@@ -286,12 +293,13 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
 
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
-                   catalogue: str | Path | None = None, capture_options: Any = None,
+                   catalogue: str | Path | None = None, capture_options: Any = None, interleave: Any = None,
                    progress: Progress = lambda msg: None, **kwargs: Any) -> tuple[Diagnosis, Path]:
     """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
     through porter.inputs, then diagnose the two bundles. kwargs go to diagnose().
 
     capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
+    interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.
     """
     from porter.capture.options import CaptureOptions
     from porter.inputs import resolve_pair
@@ -299,10 +307,11 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
     t0 = time.perf_counter()
     with resolve_pair(source, target, out_dir, model=model,
-                      options=capture_options or CaptureOptions(**LIVE_OPTIONS), progress=progress) as pair:
+                      options=capture_options or CaptureOptions(**LIVE_OPTIONS), interleave=interleave,
+                      progress=progress) as pair:
         read = time.perf_counter() - t0
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
-                        progress=progress, seconds={"read": read}, **kwargs)
+                        progress=progress, seconds={"read": read}, paired_timing=pair.paired_timing, **kwargs)
 
 
 # ---------------------------------------------------------------- terminal summary
@@ -358,11 +367,21 @@ def accuracy_lines(acc: dict[str, Any] | None, width: int) -> list[str]:
     return lines
 
 
+def headline_lines(h: dict[str, Any] | None) -> list[str]:
+    """The headline ratio with its interval; a too-wide interval says so first, and what to do."""
+    if not h or h.get("ratio") is None:
+        return []
+    lo, hi = h["ci95"]
+    ci = f"95% interval x{lo:.3f}-x{hi:.3f}" if lo is not None and hi is not None else "no interval (too few samples)"
+    line = f"headline: target/source x{h['ratio']:.3f}, {ci} (n={h['n']}; {h['basis']})"
+    return ([f"UNCERTAIN: {h['advice']}"] if h.get("advice") else []) + [line]
+
+
 def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     """A plain-text summary that fits `width` columns."""
     e, cov = d.e2e, d.coverage()
     dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
-    lines = [
+    lines = headline_lines(d.extras.get("headline")) + [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
         f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
         "  per step: " + ", ".join(
