@@ -30,6 +30,7 @@ from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
 from porter.analysis.headline import headline, scaled_to_step
+from porter.analysis.paircheck import check_pair
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
@@ -90,6 +91,17 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
             path=target.path,
             hint="diagnose two runs of the same model, or pass --force to compare them anyway",
         )
+
+
+def refuse_unrelated_pair(d: Diagnosis, force: bool, warnings: list[str]) -> None:
+    """Exit 2 (nothing written) when the runs share too little; with force, a banner warning first."""
+    check = check_pair(d.alignment)
+    d.extras["pair_check"] = {**check.to_dict(), "forced": bool(force and not check.ok)}
+    if check.ok:
+        return
+    if not force:
+        raise PorterError(check.reason, hint="diagnose two runs of the same model, or pass --force to compare them anyway")
+    warnings.insert(0, f"COMPARED ANYWAY (--force): {check.reason}; every figure below is doubtful")
 
 
 # ---------------------------------------------------------------- analysis
@@ -204,6 +216,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
                                  for k, r in ev.iterrows()},
         },
         "headline": head or None,
+        "pair_check": d.extras.get("pair_check"),
         "end_to_end": d.e2e.to_dict(),
         "groups": _records(g),
         "by_module": _records(d.by_module),
@@ -272,6 +285,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     t_acc = time.perf_counter() - t0
     progress("aligning and attributing")
     d = analyse(source, target, catalogue=catalogue, accuracy=acc)
+    refuse_unrelated_pair(d, force, warnings)
     d.extras.update(warnings=warnings, command=command)
     d.extras["headline"] = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
                                     source.manifest, target.manifest)

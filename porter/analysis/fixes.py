@@ -395,14 +395,18 @@ def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.nd
         level = "high" if worst >= 10 else "medium" if worst >= 2 else "low"
         return level, [f"local error {worst:.3g}x tolerance" if not math.isnan(worst) else "no local error measured"]
     evidence = []
-    heavy = rows.index[int(np.argmax(rec))] if len(rec) else None
-    if heavy is not None and np.isfinite(rows.loc[heavy, "roofline_efficiency"]):
+    known = np.isfinite(rows["roofline_efficiency"].to_numpy(np.float64))
+    heavy = int(np.argmax(np.nan_to_num(rec, nan=-1.0))) if len(rec) else None
+    if heavy is not None and known[heavy]:
         evidence.append("roofline known")
-    if rec.sum() > 0 and dem.sum() >= 0.5 * rec.sum():
+    if np.nansum(rec) > 0 and np.nansum(dem) >= 0.5 * np.nansum(rec):
         evidence.append("source shows the time is reachable")
     if _SPECIFIC & set(entry.applies_when):
         evidence.append("specific symptom matched")
     level = {3: "high", 2: "medium"}.get(len(evidence), "low")
+    if not known.all():  # part of what the fix rests on has no cost model: one level less sure
+        level = {"high": "medium", "medium": "low"}.get(level, "low")
+        evidence.append(f"{int((~known).sum())} of {len(known)} groups have no cost model (not counted as recoverable)")
     return level, evidence
 
 
@@ -434,18 +438,18 @@ def rank_fixes(
             continue
         rows = sym.iloc[hit]
         r, d = rec[hit], dem[hit]
-        total = float(r.sum())
+        total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
         if entry.kind == "perf" and total <= 0:
             continue
         level, evidence = _confidence(entry, rows, r, d)
-        order = np.argsort(-r, kind="stable")
+        order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
         severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
         uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
         out[entry.kind].append(RankedFix(
             rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
             modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
             why=entry.why + ("; seen: " + ", ".join(_describe(entry.applies_when, rows)) if len(rows) else ""),
-            first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(d.sum()),
+            first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(np.nansum(d)),
             priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
             severity=severity, confidence=level, evidence=tuple(evidence),
         ))
