@@ -29,6 +29,7 @@ from porter.errors import BundleError, PorterError
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
+from porter.analysis.busy import busy_block
 from porter.analysis.headline import headline, scaled_to_step
 from porter.analysis.paircheck import check_pair
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
@@ -122,6 +123,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
+    d.extras["busy"] = busy_block(source.kernels, target.kernels)
     t2 = time.perf_counter()
     perf_model(d, catalogue or catalogue_from(None), accuracy)
     d.seconds.update(align=t1 - t0, attribute=t2 - t1, perf_model=time.perf_counter() - t2)
@@ -218,6 +220,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "headline": head or None,
         "pair_check": d.extras.get("pair_check"),
         "end_to_end": d.e2e.to_dict(),
+        "busy": d.extras.get("busy"),
         "groups": _records(g),
         "by_module": _records(d.by_module),
         "by_module_kind": _records(d.by_module_kind),
@@ -288,7 +291,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     refuse_unrelated_pair(d, force, warnings)
     d.extras.update(warnings=warnings, command=command)
     d.extras["headline"] = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
-                                    source.manifest, target.manifest)
+                                    source.manifest, target.manifest, d.extras["busy"])
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()

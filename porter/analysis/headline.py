@@ -21,6 +21,7 @@ from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpair
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 TRACE_BASIS = "device time per profiled step"
 WHOLE_BASIS = "device time of the whole trace (a side has no step markers)"
+BUSY_BASIS = "device busy time per profiled step (streams overlap: the union of kernel intervals, not their sum)"
 
 
 def _advice(iv: RatioInterval, live: bool) -> str | None:
@@ -58,11 +59,22 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
             "pairs": {k: paired[k] for k in ("source_s", "target_s", "source_first", "stopped", "elapsed_s")}}
 
 
-def trace_headline(e2e: EndToEnd) -> dict[str, Any]:
-    """Recorded traces: per-step device time, steps and spread per side."""
-    steps = {role: {"n": sp.n, "median_us": sp.median, "rel_spread": sp.rel_spread}
-             for role, sp in (("source", e2e.source), ("target", e2e.target))}
-    if e2e.basis == "per_step":
+def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Recorded traces: per-step device time (busy time where streams overlap), steps and spread per side."""
+    per_step = {"source": e2e.source.samples, "target": e2e.target.samples}
+    busy_steps = {r: list((busy or {}).get(r, {}).get("per_step_busy_us") or []) for r in ("source", "target")}
+    use_busy = bool(busy and busy.get("streams_overlap") and all(busy_steps.values()))
+    if use_busy:
+        per_step = busy_steps
+    steps = {}
+    for role, xs in per_step.items():
+        med = float(np.median(xs)) if len(xs) else float("nan")
+        iqr = float(np.subtract(*np.percentile(xs, [75, 25]))) if len(xs) else float("nan")
+        steps[role] = {"n": len(xs), "median_us": med, "rel_spread": iqr / med if med else float("nan")}
+    if use_busy:
+        iv = unpaired_ratio(per_step["source"], per_step["target"])
+        basis = BUSY_BASIS
+    elif e2e.basis == "per_step":
         iv = unpaired_ratio(e2e.source.samples, e2e.target.samples)
         basis = TRACE_BASIS
     else:
@@ -72,11 +84,11 @@ def trace_headline(e2e: EndToEnd) -> dict[str, Any]:
 
 
 def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: Mapping[str, Any],
-             target_manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The diagnosis.json `headline` block (docs/diagnosis.md)."""
+             target_manifest: Mapping[str, Any], busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The diagnosis.json `headline` block (docs/diagnosis.md). busy: porter.analysis.busy.busy_block."""
     if paired and paired.get("source_s"):
         return live_headline(paired, e2e, source_manifest, target_manifest)
-    return trace_headline(e2e)
+    return trace_headline(e2e, busy)
 
 
 def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any], source_total_us: float,
