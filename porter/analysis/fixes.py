@@ -352,6 +352,9 @@ class RankedFix:
     severity: float  # max local_error / tolerance over its groups; NaN for perf
     confidence: str  # high / medium / low
     evidence: tuple[str, ...] = field(default=())
+    # "regression": the target is slower than the source here; "headroom": the target is far
+    # from its own roofline here, whatever the source does (see headroom_hits)
+    opportunity: str = "regression"
 
 
 def _gains(groups: pd.DataFrame, sym: pd.DataFrame, src_c: Ceilings | None, tgt_c: Ceilings | None) -> tuple[np.ndarray, np.ndarray]:
@@ -410,6 +413,44 @@ def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.nd
     return level, evidence
 
 
+REGRESSION, HEADROOM = "regression", "headroom"
+HEADROOM_EFFICIENCY = 0.3  # at most this share of its own roofline: far from it, whatever the source does
+
+
+def headroom_hits(entry: FixEntry, records: list[dict[str, Any]], taken: set[int]) -> list[int]:
+    """Groups where a perf fix that asks for a slowdown (min_ratio) would apply but the target
+    is not slower: its other conditions hold and the target runs at <= HEADROOM_EFFICIENCY
+    of its own roofline (cost known)."""
+    cond = entry.applies_when
+    if entry.kind != "perf" or "min_ratio" not in cond:
+        return []
+    rest = {k: v for k, v in cond.items() if k not in ("min_ratio", "max_roofline_efficiency")}
+    return [i for i, s in enumerate(records) if i not in taken and applies(rest, s)
+            and s["roofline_efficiency"] <= HEADROOM_EFFICIENCY]  # NaN (unknown) compares False
+
+
+def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray) -> RankedFix | None:
+    total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
+    if entry.kind == "perf" and total <= 0:
+        return None
+    level, evidence = _confidence(entry, rows, r, d)
+    if opportunity == HEADROOM:
+        evidence = [f"target at {100 * rows['roofline_efficiency'].max():.0f}% or less of its own roofline "
+                    f"(target/source time {rows['ratio'].min():.2f}-{rows['ratio'].max():.2f}x)", *evidence]
+    order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
+    severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
+    uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
+    cond = entry.applies_when if opportunity == REGRESSION else {"max_roofline_efficiency": HEADROOM_EFFICIENCY}
+    return RankedFix(
+        rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
+        modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
+        why=entry.why + ("; seen: " + ", ".join(_describe(cond, rows)) if len(rows) else ""),
+        first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(np.nansum(d)),
+        priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
+        severity=severity, confidence=level, evidence=tuple(evidence), opportunity=opportunity,
+    )
+
+
 def rank_fixes(
     groups: pd.DataFrame,
     catalogue: Catalogue | None = None,
@@ -434,26 +475,11 @@ def rank_fixes(
     out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
     for entry in catalogue.fixes:
         hit = [i for i, s in enumerate(records) if applies(entry.applies_when, s)]
-        if not hit:
-            continue
-        rows = sym.iloc[hit]
-        r, d = rec[hit], dem[hit]
-        total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
-        if entry.kind == "perf" and total <= 0:
-            continue
-        level, evidence = _confidence(entry, rows, r, d)
-        order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
-        severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
-        uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
-        out[entry.kind].append(RankedFix(
-            rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
-            modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
-            why=entry.why + ("; seen: " + ", ".join(_describe(entry.applies_when, rows)) if len(rows) else ""),
-            first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(np.nansum(d)),
-            priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
-            severity=severity, confidence=level, evidence=tuple(evidence),
-        ))
-    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id))
+        for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, records, set(hit)))):
+            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], rec[rows_at], dem[rows_at]) if rows_at else None
+            if fix is not None:
+                out[entry.kind].append(fix)
+    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id, f.opportunity))
     acc = sorted(out["accuracy"], key=lambda f: (-(f.severity if not math.isnan(f.severity) else -1), f.fix_id))
     return [replace(f, rank=i + 1) for i, f in enumerate(perf)] + [replace(f, rank=i + 1) for i, f in enumerate(acc)]
 
