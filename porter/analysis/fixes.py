@@ -14,6 +14,7 @@ sides, built by porter.analysis.attribute). Required columns:
     dtype (str)           target compute dtype, canonical ('bf16', 'fp32', ...) or raw
     input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
     target_device_type    cuda, rocm, tpu, cpu, ...
+    target_stack          porter.analysis.stacks key (xla-cpu, rocm, inductor-triton, ...; 'other' unknown)
     host_us               target host time of the group not covered by device work (0 if none)
 Optional columns: source_framework_op, already_fused (bool: the group's module, or one
 around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
@@ -40,6 +41,7 @@ import pandas as pd
 from porter.errors import PorterError
 from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
 from porter.analysis.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
+from porter.analysis.stacks import STACK_NAMES, first_step_for
 
 CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
@@ -58,6 +60,7 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "op_class": ((list,), "group op class in the list"),
     "target_dtype": ((list,), "target dtype in the list"),
     "device_type": ((list,), "target device type in the list"),
+    "stack": ((list,), "target stack in the list (porter.analysis.stacks.STACK_NAMES keys)"),
     "framework_op": ((str,), "regex search over the group's framework op"),
     "module": ((str,), "regex search over the module path"),
     "min_ratio": ((int, float), "target_us / source_us >= value"),
@@ -88,6 +91,7 @@ class FixEntry:
     why: str
     first_step: str
     applies_when: Mapping[str, Any]
+    first_steps: Mapping[str, str] = field(default_factory=dict)  # per target stack, over first_step
 
     @property
     def mid_days(self) -> float:
@@ -152,8 +156,11 @@ def _build(raw: dict, path: Path) -> Catalogue:
                     re.compile(value)
                 except re.error as exc:
                     raise bad(f"fix {fid!r}: condition {key!r} is not a valid regex ({exc})") from None
+        steps = entry.get("first_steps", {})
+        if not isinstance(steps, dict) or not all(k in STACK_NAMES and isinstance(v, str) and v for k, v in steps.items()):
+            raise bad(f"fix {fid!r}: first_steps must map stacks ({', '.join(STACK_NAMES)}) to non-empty strings")
         fixes.append(FixEntry(entry["id"], entry["title"], entry["kind"], entry["tier"], days,
-                              entry["why"], entry["first_step"], dict(cond)))
+                              entry["why"], entry["first_step"], dict(cond), dict(steps)))
     ids = [f.id for f in fixes]
     if len(set(ids)) != len(ids):
         raise bad(f"duplicate fix ids {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -285,6 +292,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "op_class": groups["op_class"].astype(str),
         "framework_op": groups["framework_op"].astype(str),
         "device_type": dev,
+        "stack": _col(groups, "target_stack", "other").fillna("other").astype(str),
         "target_dtype": dtype,
         "ratio": ratio,
         "kernel_ratio": kratio,
@@ -312,6 +320,8 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
         if key == "target_dtype" and s["target_dtype"] not in [canonical_dtype(w) or w for w in want]:
             return False
         if key == "device_type" and s["device_type"] not in want:
+            return False
+        if key == "stack" and s["stack"] not in want:
             return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
@@ -445,7 +455,7 @@ def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.nda
         rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
         modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
         why=entry.why + ("; seen: " + ", ".join(_describe(cond, rows)) if len(rows) else ""),
-        first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(np.nansum(d)),
+        first_step=first_step_for(str(rows["stack"].iloc[0]), entry.first_step, entry.first_steps), recoverable_us=total, demonstrated_us=float(np.nansum(d)),
         priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
         severity=severity, confidence=level, evidence=tuple(evidence), opportunity=opportunity,
     )
