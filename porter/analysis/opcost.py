@@ -16,7 +16,8 @@ Conventions (forward pass, one invocation):
   reductions 1 per input element.
 * bytes: every tensor input read once plus the output written once; view-like ops
   (view, reshape, transpose, ...) move nothing; copies read and write.
-A ``flops`` value already in the table (from the trace) wins over the estimate.
+A ``flops`` or ``bytes`` value already in the table (from the trace, or an XLA trace's HloProto
+shapes: profilers.hlo_cost) wins over the estimate.
 """
 
 from __future__ import annotations
@@ -329,8 +330,8 @@ def cost_of(framework_op: str, op_class: str, shapes_json: str, dtypes_json: str
 def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
     """flops, bytes, dtype and cost_note per op row (same index as ``ops``).
 
-    Needs columns framework_op, op_class, input_shapes, dtypes; uses ``flops`` when
-    present and not NaN, and ``concrete_inputs`` (kineto's "Concrete Inputs" as a JSON
+    Needs columns framework_op, op_class, input_shapes, dtypes; uses ``flops`` and ``bytes``
+    when present and not NaN, and ``concrete_inputs`` (kineto's "Concrete Inputs" as a JSON
     list) when present. Costs are computed once per distinct (op, shapes, dtypes), so
     tables of many thousands of ops take milliseconds.
     """
@@ -351,13 +352,17 @@ def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
             cost = cache[key] = cost_of(*key)
         costs.append(cost)
     flops = np.fromiter((c.flops for c in costs), dtype=np.float64, count=n)
+    nbytes = np.fromiter((c.bytes for c in costs), dtype=np.float64, count=n)
     if "flops" in ops.columns:
         given = ops["flops"].to_numpy(dtype=np.float64)
         flops = np.where(np.isnan(given), flops, given)
+    if "bytes" in ops.columns:  # readers that know what an op moved (profilers.hlo_cost) say so
+        given = ops["bytes"].to_numpy(dtype=np.float64)
+        nbytes = np.where(np.isnan(given), nbytes, given)
     out = pd.DataFrame(
         {
             "flops": flops,
-            "bytes": np.fromiter((c.bytes for c in costs), dtype=np.float64, count=n),
+            "bytes": nbytes,
             "dtype": [c.dtype for c in costs],
             "cost_note": [c.note for c in costs],
         },
