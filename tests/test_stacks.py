@@ -69,3 +69,22 @@ def test_corpus_fixes_first_step_names_the_target_stack(pair, tmp_path):
     for f in fixes:
         assert f["first_step"].startswith("On ROCm (PyTorch): "), f["first_step"]
         assert "CUTLASS" not in f["first_step"] and "cuBLASLt" not in f["first_step"]
+
+
+def test_an_op_that_became_a_sort_gets_the_sort_fix_not_fusion():
+    """A median lowered to a sort on XLA:CPU, with fewer kernels than the source: the sort fix,
+    with the XLA step; 'turn on fusion' needs more kernels on the target and stays out."""
+    import pandas as pd
+
+    from porter.analysis.fixes import rank_fixes
+
+    groups = pd.DataFrame([dict(
+        group_id="m", module="head/stats", op_class="reduction", framework_op="sort", source_framework_op="aten::median",
+        source_us=10.0, target_us=40.0, source_kernels=3, target_kernels=1, flops=1e5, bytes=4e5, dtype="fp32",
+        roofline_us=0.5, recoverable_us=30.0, demonstrated_us=30.0, target_device_type="cpu", source_device_type="cpu",
+        target_stack="xla-cpu")])
+    fixes = {f.fix_id: f for f in rank_fixes(groups)}
+    assert "compiler-fusion" not in fixes
+    sort_fix = fixes["avoid-sort-lowering"]
+    assert sort_fix.first_step.startswith("On XLA:CPU: ") and "top_k" in sort_fix.first_step
+    assert "the target runs a sort" in sort_fix.why

@@ -55,6 +55,7 @@ FUSED_ATTENTION = re.compile(
     r"|^(?:com\.microsoft::)?(?:(?:Multi|Group)Query)?Attention$",
     re.IGNORECASE)
 
+_SORT = re.compile(r"(?:^|[_:/.-])(?:arg)?sort(?:$|[_.-])", re.IGNORECASE)
 # condition key -> (python type(s), description); the catalogue is checked against this.
 CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "op_class": ((list,), "group op class in the list"),
@@ -74,10 +75,11 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "min_recompiles": ((int,), "recompiles >= value"),
     "introduces_error": ((bool,), "the module's local error jumps (porter.analysis.accuracy)"),
     "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
+    "became_sort": ((bool,), "the target's op is a sort where the source's is not (median, quantile, unique lowered to a sort)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
 }
 # Conditions that name a specific symptom (count as evidence for confidence).
-_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host",
+_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
              "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
 
 
@@ -218,6 +220,7 @@ class Symptoms:
     introduces_error: bool
     error_ratio: float  # local_error / tolerance, NaN unknown
     already_fused: bool  # fused attention already runs here (see FUSED_ATTENTION)
+    became_sort: bool  # the target runs a sort where the source ran another op
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -305,6 +308,8 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
         "error_ratio": err_ratio,
         "already_fused": already_fused,
+        "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
+            groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
 
 
@@ -325,7 +330,7 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
-        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused") and bool(s[key]) != want:
+        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort") and bool(s[key]) != want:
             return False
         threshold = {
             "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
@@ -390,6 +395,7 @@ def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
     if "max_roofline_efficiency" in cond:
         seen.append(f"at {100 * rows['roofline_efficiency'].min():.0f}-{100 * rows['roofline_efficiency'].max():.0f}% of roofline")
     for flag, text in (("misaligned", "dims off the hardware tile"), ("dtype_changed", "dtype differs from source"),
+                       ("became_sort", "the target runs a sort"),
                        ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
         if cond.get(flag) is True:
             seen.append(text)
