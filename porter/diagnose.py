@@ -386,21 +386,24 @@ def accuracy_lines(acc: dict[str, Any] | None, width: int) -> list[str]:
     return lines
 
 
-def headline_lines(h: dict[str, Any] | None) -> list[str]:
+def headline_lines(h: dict[str, Any] | None, width: int) -> list[str]:
     """The headline ratio with its interval; a too-wide interval says so first, and what to do."""
+    import textwrap
+
     if not h or h.get("ratio") is None:
         return []
     lo, hi = h["ci95"]
     ci = f"95% interval x{lo:.3f}-x{hi:.3f}" if lo is not None and hi is not None else "no interval (too few samples)"
-    line = f"headline: target/source x{h['ratio']:.3f}, {ci} (n={h['n']}; {h['basis']})"
-    return ([f"UNCERTAIN: {h['advice']}"] if h.get("advice") else []) + [line]
+    wrap = lambda text: textwrap.wrap(text, width, subsequent_indent="  ")  # noqa: E731
+    return ((wrap(f"UNCERTAIN: {h['advice']}") if h.get("advice") else [])
+            + wrap(f"headline: target/source x{h['ratio']:.3f}, {ci} (n={h['n']}; {h['basis']})"))
 
 
 def summary_lines(d: Diagnosis, width: int = 100, top: int = 5) -> list[str]:
     """A plain-text summary that fits `width` columns."""
     e, cov = d.e2e, d.coverage()
     dev = lambda b: b.manifest.get("device", {}).get("name") or b.manifest.get("device", {}).get("type", "?")  # noqa: E731
-    lines = headline_lines(d.extras.get("headline")) + [
+    lines = headline_lines(d.extras.get("headline"), width) + [
         _cut(f"{d.source.label} ({dev(d.source)}) -> {d.target.label} ({dev(d.target)})", width),
         f"end to end: target/source x{e.ratio:.3f} ({e.basis.replace('_', ' ')})",
         "  per step: " + ", ".join(
