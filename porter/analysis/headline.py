@@ -24,11 +24,13 @@ WHOLE_BASIS = "device time of the whole trace (a side has no step markers)"
 BUSY_BASIS = "device busy time per profiled step (streams overlap: the union of kernel intervals, not their sum)"
 
 
-def _advice(iv: RatioInterval, live: bool) -> str | None:
+def _advice(iv: RatioInterval, live: bool, load: float | None = None, cpus: int = 0) -> str | None:
     if not iv.wide:
         return None
     if live:
-        return (f"the 95% interval is wider than +-{WIDE:.0%}: rerun on a quieter machine (stop other "
+        busy = (f" (the machine was oversubscribed: load average {load:.1f} on {cpus} CPUs, which slows "
+                "the stacks by different amounts)" if load is not None and cpus and load > cpus else "")
+        return (f"the 95% interval is wider than +-{WIDE:.0%}{busy}: rerun on a quieter machine (stop other "
                 "CPU-heavy work) or give the timing longer (PORTER_TIMING_BUDGET_S=60)")
     return (f"the 95% interval is wider than +-{WIDE:.0%} (or there are too few steps for one): "
             "record more profiled steps per side")
@@ -55,8 +57,10 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
             "profiled_device_us_per_step": device_us,
             "step_scale": unprofiled_s * 1e6 / device_us if device_us > 0 else None,
         }
-    return {"basis": LIVE_BASIS, **iv.to_dict(), "advice": _advice(iv, live=True), "sides": sides,
-            "pairs": {k: paired[k] for k in ("source_s", "target_s", "source_first", "stopped", "elapsed_s")}}
+    advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
+    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus")
+    return {"basis": LIVE_BASIS, **iv.to_dict(), "advice": advice, "sides": sides,
+            "pairs": {k: paired.get(k) for k in keep}}
 
 
 def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None) -> dict[str, Any]:

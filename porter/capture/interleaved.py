@@ -14,6 +14,7 @@ or the time budget ends; every sample is kept.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -43,6 +44,8 @@ class PairedTiming:
     source_first: list[bool] = field(default_factory=list)
     stopped: str = ""  # why sampling ended: "narrow", "budget", "max_pairs"
     elapsed_s: float = 0.0
+    load_average: float | None = None  # 1-minute load average when sampling ended (None where unknown)
+    cpus: int = 0
 
     def interval(self) -> RatioInterval:
         """Median over A B B A blocks of target/source, bootstrap 95% (porter.stats.paired_ratio)."""
@@ -55,7 +58,17 @@ class PairedTiming:
         return {"source_s": self.source_s, "target_s": self.target_s, "source_first": self.source_first,
                 "source_median_s": med(self.source_s), "target_median_s": med(self.target_s),
                 "pairs": len(self.source_s), "stopped": self.stopped, "elapsed_s": self.elapsed_s,
+                "load_average": self.load_average, "cpus": self.cpus,
                 **self.interval().to_dict()}
+
+
+def _machine_load() -> tuple[float | None, int]:
+    """(1-minute load average, CPU count): an oversubscribed machine explains a wide interval."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = None
+    return load, os.cpu_count() or 0
 
 
 def _timed(step: Step) -> float:
@@ -95,4 +108,5 @@ def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = Inter
                 out.stopped = "narrow"
         if out.stopped:
             out.elapsed_s = elapsed
+            out.load_average, out.cpus = _machine_load()
             return out
