@@ -98,8 +98,11 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
 def refuse_unrelated_pair(d: Diagnosis, force: bool, warnings: list[str]) -> None:
     """Exit 2 (nothing written) when the runs share too little; with force, a banner warning first."""
     check = check_pair(d.alignment)
-    d.extras["pair_check"] = {**check.to_dict(), "forced": bool(force and not check.ok)}
-    if check.ok:
+    fs, ft = model_fingerprint(d.source.manifest), model_fingerprint(d.target.manifest)
+    same_model = bool(fs and fs == ft)  # one model captured on two stacks: low overlap is for the analysis to explain
+    d.extras["pair_check"] = {**check.to_dict(), "same_model_fingerprint": same_model,
+                              "forced": bool(force and not check.ok and not same_model)}
+    if check.ok or same_model:
         return
     if not force:
         raise PorterError(check.reason, hint="diagnose two runs of the same model, or pass --force to compare them anyway")
