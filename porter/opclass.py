@@ -20,6 +20,11 @@ from functools import lru_cache
 # taxonomy with examples; tests/test_opclass.py checks every example and that no op name
 # lands in two classes anywhere in the trace corpus.
 _FRAMEWORK_RULES: tuple[tuple[str, str], ...] = (
+    # inductor's generated kernels say their kind in their prefix; the fused op names after it
+    # (unsafe_view, mean, mul...) would mislead the rules below
+    ("matmul", r"triton_tem\w*mm\w*"),
+    ("reduction", r"triton_red\w*|triton_per\w*"),
+    ("elementwise", r"triton_poi\w*|cpp_fused\w*"),
     ("attention", r"attention|attn|sdpa|flash|mha|fmha|multihead"),
     ("softmax", r"softmax"),
     ("norm", r"(?:layer|batch|group|rms|instance)_?norm(?:alization)?|layernorm|rmsnorm|batchnorm|groupnorm"),
