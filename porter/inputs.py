@@ -131,7 +131,7 @@ def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress) ->
         return None
     from porter.capture.interleaved import InterleaveOptions, time_interleaved
 
-    opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "20")))
+    opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
     progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s)")
     return time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
 

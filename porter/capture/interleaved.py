@@ -30,7 +30,7 @@ class InterleaveOptions:
     min_pairs: int = 20  # before the budget may stop sampling
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
     max_pairs: int = 20000
-    budget_s: float = 20.0  # wall time for the timed pairs (warm-up excluded)
+    budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
     goal_half_width: float = 0.03  # stop once the 95% interval is within +-3% of the ratio
     check_every: int = 5  # fewest pairs between interval checks; checks then space out by 25%
 
