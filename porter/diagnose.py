@@ -30,6 +30,10 @@ from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
 from porter.analysis.opshape import class_gross, op_shape_table
+from porter.analysis.busy import busy_block
+from porter.analysis.headline import headline, scaled_to_step
+from porter.analysis.paircheck import check_pair
+from porter.analysis.stacks import stack_of
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
 DIAGNOSIS = "diagnosis.json"
@@ -92,6 +96,20 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
         )
 
 
+def refuse_unrelated_pair(d: Diagnosis, force: bool, warnings: list[str]) -> None:
+    """Exit 2 (nothing written) when the runs share too little; with force, a banner warning first."""
+    check = check_pair(d.alignment)
+    fs, ft = model_fingerprint(d.source.manifest), model_fingerprint(d.target.manifest)
+    same_model = bool(fs and fs == ft)  # one model captured on two stacks: low overlap is for the analysis to explain
+    d.extras["pair_check"] = {**check.to_dict(), "same_model_fingerprint": same_model,
+                              "forced": bool(force and not check.ok and not same_model)}
+    if check.ok or same_model:
+        return
+    if not force:
+        raise PorterError(check.reason, hint="diagnose two runs of the same model, or pass --force to compare them anyway")
+    warnings.insert(0, f"COMPARED ANYWAY (--force): {check.reason}; every figure below is doubtful")
+
+
 # ---------------------------------------------------------------- analysis
 
 def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
@@ -110,6 +128,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
+    d.extras["busy"] = busy_block(source.kernels, target.kernels)
     t2 = time.perf_counter()
     perf_model(d, catalogue or catalogue_from(None), accuracy)
     d.seconds.update(align=t1 - t0, attribute=t2 - t1, perf_model=time.perf_counter() - t2)
@@ -139,6 +158,7 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         d.groups, facts["source"], facts["target"], table,
         source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
         target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
+        target_stack=stack_of(d.target.manifest),
         fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc)
     d.extras["fixes"] = ranked_fix_records(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
     d.extras["accuracy"] = accuracy
@@ -193,6 +213,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["source_op_ids"] = ids["source_ids"].reindex(g["group_id"]).to_list()
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
+    head = d.extras.get("headline") or {}
+    g = scaled_to_step(g, head, al.source_times.total, al.target_times.total)
     return _clean({
         "format": FORMAT,
         "porter_version": __version__,
@@ -208,7 +230,10 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
             "time_by_evidence": {k: {"source_us": float(r.source_us), "target_us": float(r.target_us)}
                                  for k, r in ev.iterrows()},
         },
+        "headline": head or None,
+        "pair_check": d.extras.get("pair_check"),
         "end_to_end": d.e2e.to_dict(),
+        "busy": d.extras.get("busy"),
         "groups": _records(g),
         "by_module": _records(d.by_module),
         "by_module_kind": _records(d.by_module_kind),
@@ -258,12 +283,13 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, paired_timing: Any = None) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
     model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
     seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
+    paired_timing: porter.capture.interleaved.PairedTiming of a live pair (the headline's basis).
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -277,7 +303,10 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     t_acc = time.perf_counter() - t0
     progress("aligning and attributing")
     d = analyse(source, target, catalogue=catalogue, accuracy=acc)
+    refuse_unrelated_pair(d, force, warnings)
     d.extras.update(warnings=warnings, command=command)
+    d.extras["headline"] = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
+                                    source.manifest, target.manifest, d.extras["busy"])
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()
@@ -296,12 +325,13 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
 
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
-                   catalogue: str | Path | None = None, capture_options: Any = None,
+                   catalogue: str | Path | None = None, capture_options: Any = None, interleave: Any = None,
                    progress: Progress = lambda msg: None, **kwargs: Any) -> tuple[Diagnosis, Path]:
     """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
     through porter.inputs, then diagnose the two bundles. kwargs go to diagnose().
 
     capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
+    interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.
     """
     from porter.capture.options import CaptureOptions
     from porter.inputs import resolve_pair
@@ -309,7 +339,8 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
     t0 = time.perf_counter()
     with resolve_pair(source, target, out_dir, model=model,
-                      options=capture_options or CaptureOptions(**LIVE_OPTIONS), progress=progress) as pair:
+                      options=capture_options or CaptureOptions(**LIVE_OPTIONS), interleave=interleave,
+                      progress=progress) as pair:
         read = time.perf_counter() - t0
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
-                        progress=progress, seconds={"read": read}, **kwargs)
+                        progress=progress, seconds={"read": read}, paired_timing=pair.paired_timing, **kwargs)

@@ -14,6 +14,7 @@ side names no existing path.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from dataclasses import dataclass
 from enum import Enum
@@ -54,6 +55,7 @@ class ResolvedPair:
     source: Bundle
     target: Bundle
     model: Any = None  # porter.capture.models.ModelSpec on the live path
+    paired_timing: Any = None  # porter.capture.interleaved.PairedTiming when both sides ran here
 
 
 def classify(text: str | Path, role: str) -> InputSpec:
@@ -89,9 +91,12 @@ def scratch_dir(workdir: Path, role: str) -> Path:
 
 @contextlib.contextmanager
 def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *, model: str | None = None,
-                 options: Any = None, progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
+                 options: Any = None, interleave: Any = None,
+                 progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
     """Open or capture both sides. With no model and both sides naming targets, the default
     built-in model runs. options: porter.capture.options.CaptureOptions for live sides.
+    When both sides ran here, their prepared forwards are then timed against each other
+    (porter.capture.interleaved; interleave: its InterleaveOptions) for the headline.
     Scratch capture folders under workdir are removed when the block ends, however it ends.
     """
     specs = [classify(source, "source"), classify(target, "target")]
@@ -112,14 +117,27 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
         model_spec = load_model(model)  # recorded sides, a model for accuracy or a check
     scratch = [scratch_dir(Path(workdir), s.role) for s in live]
     try:
-        bundles = [open_side(s, model_spec, Path(workdir), options, progress) for s in specs]
-        yield ResolvedPair(bundles[0], bundles[1], model_spec)
+        runs: dict[str, Any] = {}
+        bundles = [open_side(s, model_spec, Path(workdir), options, progress, runs) for s in specs]
+        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress))
     finally:
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress) -> Bundle:
+def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress) -> Any:
+    """Interleaved unprofiled timing of the two captured forwards; None unless both ran here."""
+    if set(runs) != set(SIDES):
+        return None
+    from porter.capture.interleaved import InterleaveOptions, time_interleaved
+
+    opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
+    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s)")
+    return time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
+
+
+def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress,
+              runs: dict[str, Any]) -> Bundle:
     if spec.kind is not InputKind.TARGET:
         return open_any(spec.path)
     from porter.capture.options import CaptureOptions
@@ -127,4 +145,5 @@ def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, pro
 
     result = capture(model_spec, spec.text, scratch_dir(workdir, spec.role), options or CaptureOptions(),
                      progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
+    runs[spec.role] = result
     return open_any(result.path)

@@ -11,22 +11,73 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-# (class, pattern) over framework-level names: aten::*, jax primitives / HLO op names, ONNX op types.
+# (class, tokens) over framework-level op names: aten::*, jax primitives / HLO op names, ONNX
+# op types. A name is reduced to its short snake-case form first (namespace and overload
+# dropped, CamelCase split: 'fbgemm::permute_2D_sparse_data' -> 'permute_2d_sparse_data',
+# 'SplitLookupFunction' -> 'split_lookup_function', 'ReduceMean' -> 'reduce_mean'), and a
+# rule matches whole '_'-separated tokens only, so 'conv' never hits 'convert_element_type'
+# and 'gemm' never hits the 'fbgemm' namespace. First match wins. docs/opclass.md lists the
+# taxonomy with examples; tests/test_opclass.py checks every example and that no op name
+# lands in two classes anywhere in the trace corpus.
 _FRAMEWORK_RULES: tuple[tuple[str, str], ...] = (
-    ("attention", r"attention|sdpa|flash|mha|multi_head|efficient_attention|cudnn_attention|paged_attention"),
+    # inductor's generated kernels say their kind in their prefix; the fused op names after it
+    # (unsafe_view, mean, mul...) would mislead the rules below
+    ("matmul", r"triton_tem\w*mm\w*"),
+    ("reduction", r"triton_red\w*|triton_per\w*"),
+    ("elementwise", r"triton_poi\w*|cpp_fused\w*"),
+    ("attention", r"attention|attn|sdpa|flash|mha|fmha|multihead"),
     ("softmax", r"softmax"),
-    ("norm", r"layer_?norm|batch_?norm|group_?norm|rms_?norm|instance_?norm|native_norm|normalization|\bnorm\b|_norm_"),
-    ("conv", r"conv|cudnn_convolution|miopen_convolution|mkldnn_convolution"),
-    ("matmul", r"\b(aten::)?(mm|bmm|addmm|addbmm|baddbmm|matmul|linear|dot|einsum|_scaled_mm|gemm|gemv|dot_general|tensordot|fused_matmul|qlinear)\b|aten::mm|aten::addmm|aten::bmm|aten::baddbmm|aten::linear|aten::matmul|\bmatmul|gemm|dot_general|\bdot\b|\bconvolution\b"),
-    ("embedding", r"embedding|index_select|\bgather\b|take_along|\btake\b"),
-    ("collective", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast_|c10d::|allreduce|collective|send|recv"),
-    ("optimizer", r"optimizer|adam|sgd\b|_foreach_|lamb\b|fused_adam"),
-    ("memset", r"memset|\bzero_\b|aten::zero_|aten::fill_|\bfill\b|aten::zeros|aten::ones|aten::full\b|aten::empty|broadcast_in_dim"),
-    ("copy", r"as_strided|resolve_conj|resolve_neg|\balias\b|detach|aten::t$|memcpy|copy|aten::to\b|aten::_to_copy|contiguous|clone|\bcat\b|aten::cat|concat|stack|transpose|permute|reshape|view|slice|expand|split|pad|dynamic_slice|dynamic_update_slice|bitcast|\bcopy\b|index_put|scatter|select|narrow|unsqueeze|squeeze|flatten|tile|repeat|roll|flip|iota|Cast|Transpose|Reshape|Concat|Slice|Gather|Expand|Unsqueeze|Squeeze"),
-    ("reduction", r"pool|\bsum\b|mean|\bmax\b|\bmin\b|amax|amin|argmax|argmin|\bprod\b|reduce|cumsum|cumprod|topk|sort|\bvar\b|\bstd\b|logsumexp|\ball\b|\bany\b|ReduceMean|ReduceSum|nonzero"),
-    ("sync", r"synchronize|item\b|_local_scalar_dense|block_until_ready|wait"),
-    ("elementwise", r"add|sub|mul|div|gelu|relu|silu|sigmoid|tanh|exp|log|sqrt|rsqrt|pow|neg|abs|where|masked_fill|clamp|dropout|erf|sin|cos|maximum|minimum|compare|select_n|convert|eq\b|ne\b|lt\b|gt\b|le\b|ge\b|logical|bitwise|floor|ceil|round|sign|reciprocal|hardtanh|hardswish|mish|elu|softplus|threshold|lerp|addcmul|addcdiv|triu|tril|rotary|rope|integer_pow|Add|Mul|Div|Sub|Relu|Gelu|Erf|Sqrt|Pow|Tanh|Sigmoid|Where|Neg|Exp|fusion|loop_fusion|pointwise|cpp_fused|triton_poi|elementwise|vectorized"),
+    ("norm", r"(?:layer|batch|group|rms|instance)_?norm(?:alization)?|layernorm|rmsnorm|batchnorm|groupnorm"),
+    ("conv", r"conv(?:\dd)?|conv_transpose\dd|convolution|conv_depthwise\dd|slow_conv\w*"),
+    ("matmul", r"mm|bmm|addmm|addbmm|baddbmm|matmul|mat_mul|linear|qlinear|dot|vdot|einsum|scaled_mm|gemm|gemv|dot_general"
+               r"|tensordot|mv|addmv|fused_matmul|fused_mat_mul"),
+    ("embedding", r"embedding|embedding_bag|index_select|gather|take_along_axis|take_along_dim|take|split_lookup\w*|\w+_lookup_function"),
+    ("optimizer", r"optimizer|adam|adamw|sgd|lamb|foreach|fused_adam|fused_adamw"),
+    ("memset", r"zero|zeros|zeros_like|fill|fill_|ones|ones_like|full|full_like|new_zeros|new_ones|new_full|empty|empty_like"
+               r"|empty_strided|new_empty|new_empty_strided|memset"),
+    ("elementwise", r"select_n|clamp|clamp_min|clamp_max|clip|where"),  # before copy/reduction's select, max, min
+    ("copy", r"as_strided|resolve_conj|resolve_neg|alias|detach|t|memcpy|copy|to|to_copy|copy_from|contiguous|clone|cat"
+             r"|concat|concatenate|stack|hstack|vstack|transpose|permute|reshape|view|unsafe_view|reshape_alias|slice"
+             r"|expand|expand_as|split|split_with_sizes|chunk|unbind|pad|constant_pad_nd|reflection_pad\dd|dynamic_slice"
+             r"|dynamic_update_slice|bitcast|index_put|index_copy|index|scatter|scatter_add|scatter_reduce|select"
+             r"|narrow|unsqueeze|squeeze|flatten|unflatten|tile|repeat|repeat_interleave|roll|flip|iota|cast|lift_fresh"
+             r"|broadcast|broadcast_in_dim|broadcast_to|movedim|masked_scatter|masked_select|set"),
+    ("reduction", r"pool|pool\dd|pool\dd_with_indices|sum|nansum|mean|nanmean|max|min|amax|amin|aminmax|argmax|argmin"
+                  r"|prod|reduce|cumsum|cumprod|topk|sort|argsort|var|std|var_mean|std_mean|logsumexp|all|any|nonzero"
+                  r"|count_nonzero|norm|vector_norm|frobenius_norm|median|nanmedian|quantile|nanquantile|mode|kthvalue"
+                  r"|unique|unique_consecutive|loss|nll|cross_entropy|histc|bincount|cummax|cummin"),
+    ("sync", r"synchronize|item|local_scalar_dense|block_until_ready|wait|is_nonzero|equal"),
+    ("elementwise", r"add|sub|rsub|mul|div|true_divide|floor_divide|remainder|fmod|gelu|relu|relu6|leaky_relu|silu|sigmoid"
+                    r"|log_sigmoid|tanh|exp|exp2|expm1|log|log1p|log2|log10|sqrt|rsqrt|pow|square|neg|abs|masked_fill"
+                    r"|dropout|native_dropout|erf|erfc|erfinv|sin|cos|tan|atan|atan2|asin|acos|sinh|cosh|maximum|minimum"
+                    r"|compare|convert|accumulate_grad|eq|ne|lt|gt|le|ge|logical|bitwise|floor|ceil|round|trunc|sign|sgn"
+                    r"|reciprocal|hardtanh|hardswish|hardsigmoid|mish|elu|selu|celu|softplus|softsign|threshold|lerp"
+                    r"|addcmul|addcdiv|triu|tril|rotary|rope|integer_pow|fusion|pointwise|cpp_fused|triton_poi|elementwise"
+                    r"|vectorized|rand|randn|randint|rand_like|randn_like|normal|uniform|bernoulli|multinomial|arange"
+                    r"|linspace|isnan|isinf|isfinite|nan_to_num|polar|complex|real|imag|angle|conj|sigmoid_backward"
+                    r"|gelu_backward|threshold_backward|silu_backward|tanh_backward|erf_inv|not|and|or|xor|shift_left"
+                    r"|shift_right_logical|shift_right_arithmetic|exponential|logistic|clz|popcnt|is_finite"),
 )
+# Collectives are told by their namespace (c10d::, _c10d_functional::, nccl:*) or these tokens.
+_COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional", "nccl", "rccl")
+_COLLECTIVE = r"nccl|rccl|all_reduce|allreduce|all_gather|allgather|reduce_scatter|all_to_all|alltoall|send|recv|barrier|collective|psum|all_gather_into_tensor|record_param_comms"
+_OVERLOAD = re.compile(r"\.(default|Tensor|Scalar|out|self|int|input|dim|dim_IntList|Tensor_mode|using_ints|values)$")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def op_tokens(name: str) -> tuple[str, str]:
+    """(namespace, short snake-case name): 'aten::addmm.default' -> ('aten', 'addmm'),
+    'jit(f)/fc1/dot_general' -> ('', 'dot_general'), 'SplitLookupFunction' -> ('', 'split_lookup_function')."""
+    short = name.rsplit("/", 1)[-1].strip()
+    ns, _, op = short.rpartition("::")
+    op = _OVERLOAD.sub("", op)
+    snake = re.sub(r"[^0-9a-zA-Z]+", "_", _CAMEL.sub("_", op)).strip("_").lower()
+    return ns.split(":", 1)[0].lower(), re.sub(r"(?:_?backward)?\d*$", "", snake) or snake
+
+
+def _tokens(alternatives: str) -> re.Pattern[str]:
+    return re.compile(rf"(?:^|_)(?:{alternatives})(?:_|$)")
+
 
 # (class, pattern) over device kernel names (CUDA, HIP, XLA, Triton, MTIA).
 _KERNEL_RULES: tuple[tuple[str, str], ...] = (
@@ -44,14 +95,17 @@ _KERNEL_RULES: tuple[tuple[str, str], ...] = (
     ("elementwise", r"TensorOp|OpTensor|elementwise|vectorized|unrolled|pointwise|triton_poi|gelu|relu|silu|sigmoid|tanh|exp|add|mul|div|sub|where|fill|masked|dropout|clamp|activation|Activation|fusion|loop_|input_fusion|_fused_|cpp_fused|rotary|rope|Functor|kernel_ex|bias|scale|cast|convert|triton_"),
 )
 
-_COMPILED_FW = [(cls, re.compile(p, re.IGNORECASE)) for cls, p in _FRAMEWORK_RULES]
+_COMPILED_FW = [(cls, _tokens(p)) for cls, p in _FRAMEWORK_RULES]
+_COMPILED_COLLECTIVE = _tokens(_COLLECTIVE)
 _COMPILED_KERNEL = [(cls, re.compile(p)) for cls, p in _KERNEL_RULES]
 
 
 @lru_cache(maxsize=65536)
 def classify_op(name: str) -> str:
     """Class of a framework-level op (aten::*, HLO/jax op, ONNX op type)."""
-    short = name.rsplit("/", 1)[-1]
+    ns, short = op_tokens(name)
+    if ns in _COLLECTIVE_NAMESPACES or name.startswith(("nccl:", "rccl:")) or _COMPILED_COLLECTIVE.search(short):
+        return "collective"
     for cls, pattern in _COMPILED_FW:
         if pattern.search(short):
             return cls

@@ -82,10 +82,22 @@ def ratio_words(ratio: float | None) -> str:
     return f"x{ratio:.3f}, target {'slower' if ratio > 1 else 'faster'}"
 
 
+def headline_lines(h: dict | None, width: int) -> list[str]:
+    """The headline ratio with its interval; a too-wide interval says so first, and what to do."""
+    if not h or h.get("ratio") is None:
+        return []
+    lo, hi = h.get("ci95") or (None, None)
+    ci = f"95% interval x{lo:.3f}-x{hi:.3f}" if lo is not None and hi is not None else "no interval (too few samples)"
+    return ((wrap(f"UNCERTAIN: {h['advice']}", width, more="  ") if h.get("advice") else [])
+            + wrap(f"headline: target/source {ratio_words(h['ratio'])}, {ci} (n={h['n']}; {h['basis']})", width,
+                   more="  "))
+
+
 def header_lines(d: dict, width: int) -> list[str]:
     src, tgt = d["inputs"]["source"], d["inputs"]["target"]
     e = d["end_to_end"]
-    lines = wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
+    lines = headline_lines(d.get("headline"), width)
+    lines += wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
     lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
                   f"({str(e.get('ratio_basis', '')).replace('_', ' ')})", width)
     per = []

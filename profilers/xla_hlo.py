@@ -8,11 +8,13 @@ trace can be looked up by (program, op name) without recompiling anything.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from porter.opclass import classify
+from profilers.hlo_cost import HloCosts
 from porter.schema import MODULE_SEP, NO_MODULE
 from profilers.porter_tags import module_from_tags
 
@@ -117,6 +119,10 @@ class HloOp:
     op_class: str
     opcode: str
     op_name: str
+    flops: float = float("nan")  # profilers.hlo_cost, from the HloProto's shapes
+    bytes: float = float("nan")
+    input_shapes: str = ""  # JSON operand dims, as kineto's Input Dims
+    dtypes: str = ""
 
 
 @dataclass
@@ -133,6 +139,7 @@ class HloModuleIndex:
     instrs: dict[str, _Instr] = field(default_factory=dict)
     computations: dict[int, list[_Instr]] = field(default_factory=dict)
     roots: dict[int, _Instr] = field(default_factory=dict)
+    costs: HloCosts | None = None
 
     def heavy_class(self, instr: _Instr) -> str:
         """'conv' or 'matmul' when the instruction is, or fuses, a convolution or a dot."""
@@ -169,7 +176,7 @@ def _text(b: bytes) -> str:
 def index_module(hlo_proto: Any) -> HloModuleIndex:
     """Index an HloProto message (profilers.xspace_proto) by instruction name."""
     mod = hlo_proto.hlo_module
-    idx = HloModuleIndex(name=_text(mod.name))
+    idx = HloModuleIndex(name=_text(mod.name), costs=HloCosts(mod))
     for comp in mod.computations:
         instrs = []
         for ins in comp.instructions:
@@ -223,6 +230,11 @@ class HloIndex:
         heavy = mod.heavy_class(instr) if (mod and instr) else ""
         if heavy and cls not in ("conv", "matmul", "attention"):
             cls = heavy
-        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name)
+        cost = mod.costs.cost(hlo_op) if (mod and mod.costs) else None
+        extra = {}
+        if cost is not None:
+            flops, nbytes, dims, dtypes = cost
+            extra = dict(flops=flops, bytes=nbytes, input_shapes=json.dumps(dims), dtypes=json.dumps(dtypes))
+        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name, **extra)
         self._cache[key] = hit
         return hit

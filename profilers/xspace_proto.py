@@ -97,9 +97,24 @@ _MESSAGES: dict[str, tuple[tuple[str, int, int, bool, str], ...]] = {
         ("name", 1, _BYTES, False, ""),
         ("opcode", 2, _BYTES, False, ""),
         ("metadata", 7, _MSG, False, "OpMetadata"),
+        ("shape", 3, _MSG, False, "ShapeProto"),
         ("custom_call_target", 28, _BYTES, False, ""),
+        ("dot_dimension_numbers", 30, _MSG, False, "DotDimensionNumbers"),
         ("id", 35, _I64, False, ""),
+        ("operand_ids", 36, _I64, True, ""),
         ("called_computation_ids", 38, _I64, True, ""),
+    ),
+    # xla/xla_data.proto: result shapes and dot contraction, for FLOPs and bytes (profilers.hlo_cost).
+    "ShapeProto": (
+        ("element_type", 2, _I64, False, ""),
+        ("dimensions", 3, _I64, True, ""),
+        ("tuple_shapes", 4, _MSG, True, "ShapeProto"),
+    ),
+    "DotDimensionNumbers": (
+        ("lhs_contracting_dimensions", 1, _I64, True, ""),
+        ("rhs_contracting_dimensions", 2, _I64, True, ""),
+        ("lhs_batch_dimensions", 3, _I64, True, ""),
+        ("rhs_batch_dimensions", 4, _I64, True, ""),
     ),
     "OpMetadata": (
         ("op_type", 1, _BYTES, False, ""),

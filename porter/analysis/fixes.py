@@ -14,6 +14,7 @@ sides, built by porter.analysis.attribute). Required columns:
     dtype (str)           target compute dtype, canonical ('bf16', 'fp32', ...) or raw
     input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
     target_device_type    cuda, rocm, tpu, cpu, ...
+    target_stack          porter.analysis.stacks key (xla-cpu, rocm, inductor-triton, ...; 'other' unknown)
     host_us               target host time of the group not covered by device work (0 if none)
 Optional columns: source_framework_op, already_fused (bool: the group's module, or one
 around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
@@ -40,6 +41,7 @@ import pandas as pd
 from porter.errors import PorterError
 from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
 from porter.analysis.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
+from porter.analysis.stacks import STACK_NAMES, first_step_for
 
 CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
@@ -53,11 +55,13 @@ FUSED_ATTENTION = re.compile(
     r"|^(?:com\.microsoft::)?(?:(?:Multi|Group)Query)?Attention$",
     re.IGNORECASE)
 
+_SORT = re.compile(r"(?:^|[_:/.-])(?:arg)?sort(?:$|[_.-])", re.IGNORECASE)
 # condition key -> (python type(s), description); the catalogue is checked against this.
 CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "op_class": ((list,), "group op class in the list"),
     "target_dtype": ((list,), "target dtype in the list"),
     "device_type": ((list,), "target device type in the list"),
+    "stack": ((list,), "target stack in the list (porter.analysis.stacks.STACK_NAMES keys)"),
     "framework_op": ((str,), "regex search over the group's framework op"),
     "module": ((str,), "regex search over the module path"),
     "min_ratio": ((int, float), "target_us / source_us >= value"),
@@ -71,10 +75,11 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "min_recompiles": ((int,), "recompiles >= value"),
     "introduces_error": ((bool,), "the module's local error jumps (porter.analysis.accuracy)"),
     "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
+    "became_sort": ((bool,), "the target's op is a sort where the source's is not (median, quantile, unique lowered to a sort)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
 }
 # Conditions that name a specific symptom (count as evidence for confidence).
-_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host",
+_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
              "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
 
 
@@ -88,6 +93,7 @@ class FixEntry:
     why: str
     first_step: str
     applies_when: Mapping[str, Any]
+    first_steps: Mapping[str, str] = field(default_factory=dict)  # per target stack, over first_step
 
     @property
     def mid_days(self) -> float:
@@ -152,8 +158,11 @@ def _build(raw: dict, path: Path) -> Catalogue:
                     re.compile(value)
                 except re.error as exc:
                     raise bad(f"fix {fid!r}: condition {key!r} is not a valid regex ({exc})") from None
+        steps = entry.get("first_steps", {})
+        if not isinstance(steps, dict) or not all(k in STACK_NAMES and isinstance(v, str) and v for k, v in steps.items()):
+            raise bad(f"fix {fid!r}: first_steps must map stacks ({', '.join(STACK_NAMES)}) to non-empty strings")
         fixes.append(FixEntry(entry["id"], entry["title"], entry["kind"], entry["tier"], days,
-                              entry["why"], entry["first_step"], dict(cond)))
+                              entry["why"], entry["first_step"], dict(cond), dict(steps)))
     ids = [f.id for f in fixes]
     if len(set(ids)) != len(ids):
         raise bad(f"duplicate fix ids {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -211,6 +220,7 @@ class Symptoms:
     introduces_error: bool
     error_ratio: float  # local_error / tolerance, NaN unknown
     already_fused: bool  # fused attention already runs here (see FUSED_ATTENTION)
+    became_sort: bool  # the target runs a sort where the source ran another op
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -285,6 +295,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "op_class": groups["op_class"].astype(str),
         "framework_op": groups["framework_op"].astype(str),
         "device_type": dev,
+        "stack": _col(groups, "target_stack", "other").fillna("other").astype(str),
         "target_dtype": dtype,
         "ratio": ratio,
         "kernel_ratio": kratio,
@@ -297,6 +308,8 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
         "error_ratio": err_ratio,
         "already_fused": already_fused,
+        "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
+            groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
 
 
@@ -313,9 +326,11 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key == "device_type" and s["device_type"] not in want:
             return False
+        if key == "stack" and s["stack"] not in want:
+            return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
-        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused") and bool(s[key]) != want:
+        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort") and bool(s[key]) != want:
             return False
         threshold = {
             "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
@@ -352,6 +367,9 @@ class RankedFix:
     severity: float  # max local_error / tolerance over its groups; NaN for perf
     confidence: str  # high / medium / low
     evidence: tuple[str, ...] = field(default=())
+    # "regression": the target is slower than the source here; "headroom": the target is far
+    # from its own roofline here, whatever the source does (see headroom_hits)
+    opportunity: str = "regression"
 
 
 def _gains(groups: pd.DataFrame, sym: pd.DataFrame, src_c: Ceilings | None, tgt_c: Ceilings | None) -> tuple[np.ndarray, np.ndarray]:
@@ -377,6 +395,7 @@ def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
     if "max_roofline_efficiency" in cond:
         seen.append(f"at {100 * rows['roofline_efficiency'].min():.0f}-{100 * rows['roofline_efficiency'].max():.0f}% of roofline")
     for flag, text in (("misaligned", "dims off the hardware tile"), ("dtype_changed", "dtype differs from source"),
+                       ("became_sort", "the target runs a sort"),
                        ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
         if cond.get(flag) is True:
             seen.append(text)
@@ -395,15 +414,57 @@ def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.nd
         level = "high" if worst >= 10 else "medium" if worst >= 2 else "low"
         return level, [f"local error {worst:.3g}x tolerance" if not math.isnan(worst) else "no local error measured"]
     evidence = []
-    heavy = rows.index[int(np.argmax(rec))] if len(rec) else None
-    if heavy is not None and np.isfinite(rows.loc[heavy, "roofline_efficiency"]):
+    known = np.isfinite(rows["roofline_efficiency"].to_numpy(np.float64))
+    heavy = int(np.argmax(np.nan_to_num(rec, nan=-1.0))) if len(rec) else None
+    if heavy is not None and known[heavy]:
         evidence.append("roofline known")
-    if rec.sum() > 0 and dem.sum() >= 0.5 * rec.sum():
+    if np.nansum(rec) > 0 and np.nansum(dem) >= 0.5 * np.nansum(rec):
         evidence.append("source shows the time is reachable")
     if _SPECIFIC & set(entry.applies_when):
         evidence.append("specific symptom matched")
     level = {3: "high", 2: "medium"}.get(len(evidence), "low")
+    if not known.all():  # part of what the fix rests on has no cost model: one level less sure
+        level = {"high": "medium", "medium": "low"}.get(level, "low")
+        evidence.append(f"{int((~known).sum())} of {len(known)} groups have no cost model (not counted as recoverable)")
     return level, evidence
+
+
+REGRESSION, HEADROOM = "regression", "headroom"
+HEADROOM_EFFICIENCY = 0.3  # at most this share of its own roofline: far from it, whatever the source does
+
+
+def headroom_hits(entry: FixEntry, records: list[dict[str, Any]], taken: set[int]) -> list[int]:
+    """Groups where a perf fix that asks for a slowdown (min_ratio) would apply but the target
+    is not slower: its other conditions hold and the target runs at <= HEADROOM_EFFICIENCY
+    of its own roofline (cost known)."""
+    cond = entry.applies_when
+    if entry.kind != "perf" or "min_ratio" not in cond:
+        return []
+    rest = {k: v for k, v in cond.items() if k not in ("min_ratio", "max_roofline_efficiency")}
+    return [i for i, s in enumerate(records) if i not in taken and applies(rest, s)
+            and s["roofline_efficiency"] <= HEADROOM_EFFICIENCY]  # NaN (unknown) compares False
+
+
+def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray) -> RankedFix | None:
+    total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
+    if entry.kind == "perf" and total <= 0:
+        return None
+    level, evidence = _confidence(entry, rows, r, d)
+    if opportunity == HEADROOM:
+        evidence = [f"target at {100 * rows['roofline_efficiency'].max():.0f}% or less of its own roofline "
+                    f"(target/source time {rows['ratio'].min():.2f}-{rows['ratio'].max():.2f}x)", *evidence]
+    order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
+    severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
+    uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
+    cond = entry.applies_when if opportunity == REGRESSION else {"max_roofline_efficiency": HEADROOM_EFFICIENCY}
+    return RankedFix(
+        rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
+        modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
+        why=entry.why + ("; seen: " + ", ".join(_describe(cond, rows)) if len(rows) else ""),
+        first_step=first_step_for(str(rows["stack"].iloc[0]), entry.first_step, entry.first_steps), recoverable_us=total, demonstrated_us=float(np.nansum(d)),
+        priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
+        severity=severity, confidence=level, evidence=tuple(evidence), opportunity=opportunity,
+    )
 
 
 def rank_fixes(
@@ -430,26 +491,11 @@ def rank_fixes(
     out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
     for entry in catalogue.fixes:
         hit = [i for i, s in enumerate(records) if applies(entry.applies_when, s)]
-        if not hit:
-            continue
-        rows = sym.iloc[hit]
-        r, d = rec[hit], dem[hit]
-        total = float(r.sum())
-        if entry.kind == "perf" and total <= 0:
-            continue
-        level, evidence = _confidence(entry, rows, r, d)
-        order = np.argsort(-r, kind="stable")
-        severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
-        uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
-        out[entry.kind].append(RankedFix(
-            rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
-            modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
-            why=entry.why + ("; seen: " + ", ".join(_describe(entry.applies_when, rows)) if len(rows) else ""),
-            first_step=entry.first_step, recoverable_us=total, demonstrated_us=float(d.sum()),
-            priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
-            severity=severity, confidence=level, evidence=tuple(evidence),
-        ))
-    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id))
+        for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, records, set(hit)))):
+            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], rec[rows_at], dem[rows_at]) if rows_at else None
+            if fix is not None:
+                out[entry.kind].append(fix)
+    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id, f.opportunity))
     acc = sorted(out["accuracy"], key=lambda f: (-(f.severity if not math.isnan(f.severity) else -1), f.fix_id))
     return [replace(f, rank=i + 1) for i, f in enumerate(perf)] + [replace(f, rank=i + 1) for i, f in enumerate(acc)]
 

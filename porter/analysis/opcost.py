@@ -16,7 +16,8 @@ Conventions (forward pass, one invocation):
   reductions 1 per input element.
 * bytes: every tensor input read once plus the output written once; view-like ops
   (view, reshape, transpose, ...) move nothing; copies read and write.
-A ``flops`` value already in the table (from the trace) wins over the estimate.
+A ``flops`` or ``bytes`` value already in the table (from the trace, or an XLA trace's HloProto
+shapes: profilers.hlo_cost) wins over the estimate.
 """
 
 from __future__ import annotations
@@ -329,8 +330,8 @@ def cost_of(framework_op: str, op_class: str, shapes_json: str, dtypes_json: str
 def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
     """flops, bytes, dtype and cost_note per op row (same index as ``ops``).
 
-    Needs columns framework_op, op_class, input_shapes, dtypes; uses ``flops`` when
-    present and not NaN, and ``concrete_inputs`` (kineto's "Concrete Inputs" as a JSON
+    Needs columns framework_op, op_class, input_shapes, dtypes; uses ``flops`` and ``bytes``
+    when present and not NaN, and ``concrete_inputs`` (kineto's "Concrete Inputs" as a JSON
     list) when present. Costs are computed once per distinct (op, shapes, dtypes), so
     tables of many thousands of ops take milliseconds.
     """
@@ -351,15 +352,63 @@ def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
             cost = cache[key] = cost_of(*key)
         costs.append(cost)
     flops = np.fromiter((c.flops for c in costs), dtype=np.float64, count=n)
+    nbytes = np.fromiter((c.bytes for c in costs), dtype=np.float64, count=n)
     if "flops" in ops.columns:
         given = ops["flops"].to_numpy(dtype=np.float64)
         flops = np.where(np.isnan(given), flops, given)
-    return pd.DataFrame(
+    if "bytes" in ops.columns:  # readers that know what an op moved (profilers.hlo_cost) say so
+        given = ops["bytes"].to_numpy(dtype=np.float64)
+        nbytes = np.where(np.isnan(given), nbytes, given)
+    out = pd.DataFrame(
         {
             "flops": flops,
-            "bytes": np.fromiter((c.bytes for c in costs), dtype=np.float64, count=n),
+            "bytes": nbytes,
             "dtype": [c.dtype for c in costs],
             "cost_note": [c.note for c in costs],
         },
         index=ops.index,
     )
+    return with_twin_costs(ops, out)
+
+
+_TRANSFER = re.compile(r"(?i)^(memset|memcpy)")
+TWIN_TIME_FACTOR = 1.5  # a twin's device time within this factor: same kernel, like-sized work
+
+
+def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """Stand-in ops (``synthetic``: kernels no recorded op launched) carry no shapes. Where
+    another op of the same trace launched exactly the same kernels, recorded shapes, and
+    took a like time (within TWIN_TIME_FACTOR), the stand-in takes that twin's cost: the
+    kernel name fixes the algorithm and the time says the problem is of like size.
+    """
+    need = {"synthetic", "kernels", "device_us", "kernel_count"}
+    if not need <= set(ops.columns) or not ops["synthetic"].any():
+        return costs
+    known = ((costs["flops"].fillna(0) > 0) | (costs["bytes"].fillna(0) > 0)).to_numpy()
+    synth = ops["synthetic"].to_numpy(bool)
+    twins = ops[known & ~synth & (ops["kernel_count"].to_numpy() > 0)]
+    if twins.empty:
+        return costs
+    by_kernels = {k: g for k, g in twins.groupby("kernels", sort=False)}
+    # A stand-in often holds one kernel of what a recorded op launched with a memset beside it.
+    by_name: dict[str, list] = {}
+    for idx, names in zip(twins.index, twins["kernels"].tolist()):
+        for name in str(names).split("\n"):
+            if name and not _TRANSFER.match(name):
+                by_name.setdefault(name, []).append(idx)
+    out = costs.copy()
+    for i in np.flatnonzero(synth & ~known):
+        row = ops.iloc[i]
+        cand = by_kernels.get(row["kernels"])
+        if cand is None and row["kernels"] in by_name:
+            cand = twins.loc[by_name[row["kernels"]]]
+        if cand is None or row["device_us"] <= 0:
+            continue
+        per = cand["device_us"].to_numpy(np.float64)
+        j = int(np.argmin(np.abs(np.log(np.maximum(per, 1e-9) / row["device_us"]))))
+        if not 1 / TWIN_TIME_FACTOR <= per[j] / row["device_us"] <= TWIN_TIME_FACTOR:
+            continue
+        twin = costs.loc[cand.index[j]]
+        out.iloc[i, out.columns.get_indexer(["flops", "bytes", "dtype", "cost_note"])] = [
+            twin["flops"], twin["bytes"], twin["dtype"], f"from its kernel twin {cand.iloc[j]['framework_op']}"]
+    return out

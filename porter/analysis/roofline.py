@@ -23,7 +23,8 @@ from porter.analysis.perfmodel import Ceilings, ceilings_for, expected_from_sour
 
 FORMULA = ("roofline_us = max(flops / peak FLOP/s[dtype], bytes / bandwidth); "
            "recoverable_us = max(0, target_us - min(roofline_us, source_us scaled to the target)); "
-           "demonstrated_us = max(0, target_us - source_us scaled); efficiency = roofline_us / target_us")
+           "demonstrated_us = max(0, target_us - source_us scaled); efficiency = roofline_us / target_us; "
+           "groups with no FLOPs and no bytes known have null roofline, efficiency and recoverable")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,26 @@ def side_ceilings(manifest: Mapping[str, Any]) -> SideCeilings:
     return SideCeilings(*ceilings_for(manifest))
 
 
+def has_cost(flops: Any, bytes_: Any) -> np.ndarray:
+    """Cost is known where FLOPs or bytes are positive. A zero for both is not a cost model
+    of an op that took time (a wrapper whose work sits elsewhere, a view that did copy):
+    it would claim a 0 us roofline and call all its time recoverable."""
+    f = np.nan_to_num(np.asarray(flops, dtype=np.float64), nan=0.0)
+    b = np.nan_to_num(np.asarray(bytes_, dtype=np.float64), nan=0.0)
+    return (f > 0) | (b > 0)
+
+
+def known_cost_share(table: pd.DataFrame, groups: pd.DataFrame) -> dict[str, float | None]:
+    """Per side, the share of its matched time in groups whose FLOPs/bytes are known
+    (the target counts costs taken from the source's same math)."""
+    known = {"source": table["source_cost_known"].to_numpy(bool), "target": (table["cost_basis"] != "unknown").to_numpy()}
+    out: dict[str, float | None] = {}
+    for side in ("source", "target"):
+        us = groups[f"{side}_us"].to_numpy(np.float64)
+        out[side] = float(us[known[side]].sum() / us.sum()) if us.sum() > 0 else None
+    return out
+
+
 def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFrame,
                    src: SideCeilings, tgt: SideCeilings) -> pd.DataFrame:
     """One row per group (groups' order): costs used, roofline, efficiency, expected, recoverable, demonstrated.
@@ -52,20 +73,22 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
     """
     gid = groups["group_id"]
     s, t = source.reindex(gid), target.reindex(gid)
-    use_t = (t["flops"].notna() | t["bytes"].notna()).to_numpy()
+    use_t = has_cost(t["flops"], t["bytes"])
     flops = np.where(use_t, t["flops"], s["flops"]).astype(np.float64)
     bytes_ = np.where(use_t, t["bytes"], s["bytes"]).astype(np.float64)
     dtype = np.where(t["dtype"].to_numpy(object) != "", t["dtype"].to_numpy(object), s["dtype"].to_numpy(object))
     dtype = dtype.astype(object)  # '' unknown: porter.analysis.fixes must not read it as fp32
     peak_dtype = np.where(dtype == "", "fp32", dtype).astype(object)  # the FLOP term needs a peak; costs are NaN there anyway
-    known = ~(np.isnan(flops) & np.isnan(bytes_))
-    basis = np.where(use_t, "target ops", np.where(known, "source ops (same math)", "unknown"))
+    known = has_cost(flops, bytes_)
+    basis = np.where(~known, "unknown", np.where(use_t, "target ops", "source ops (same math)"))
     tgt_us = groups["target_us"].to_numpy(np.float64)
     src_us = groups["source_us"].to_numpy(np.float64)
     rl = roofline_us(flops, bytes_, tgt.ceilings, peak_dtype)
     kw = dict(flops=flops, bytes_=bytes_, dtype=peak_dtype)
     scaled, scale_basis = expected_from_source_us(src_us, src.ceilings, tgt.ceilings, **kw)
     rec = recoverable_us(tgt_us, src_us, rl, src.ceilings, tgt.ceilings, **kw)
+    rl = np.where(known, rl, np.nan)  # unknown is unknown: no roofline, nothing claimed recoverable
+    rec = np.where(known, rec, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = np.where(tgt_us > 0, rl / tgt_us, np.nan)
     return pd.DataFrame({
@@ -74,6 +97,7 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
         "roofline_us": rl, "efficiency": eff,
         "expected_us": scaled, "expected_basis": scale_basis,
         "recoverable_us": rec, "demonstrated_us": np.maximum(tgt_us - scaled, 0.0),
+        "source_cost_known": has_cost(s["flops"], s["bytes"]),
     })
 
 
@@ -87,7 +111,9 @@ def roofline_block(table: pd.DataFrame, groups: pd.DataFrame, src: SideCeilings,
             "target_us": float(groups["target_us"].sum()),
             "roofline_us": float(table.loc[known, "roofline_us"].sum()),
             "target_us_with_roofline": float(groups.loc[known.to_numpy(), "target_us"].sum()),
-            "recoverable_us": float(table["recoverable_us"].sum()),
+            "recoverable_us": float(table["recoverable_us"].sum()),  # NaN (unknown cost) groups left out
+            "unknown_cost_target_us": float(groups.loc[(table["cost_basis"] == "unknown").to_numpy(), "target_us"].sum()),
+            "known_cost_share": known_cost_share(table, groups),
             "demonstrated_us": float(table["demonstrated_us"].sum()),
             "groups_with_costs": int((table["cost_basis"] != "unknown").sum()),
             "groups": int(len(table)),

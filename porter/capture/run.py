@@ -42,6 +42,16 @@ class CaptureResult:
     path: Path
     manifest: dict[str, Any]
     ops: pd.DataFrame = field(default_factory=empty_ops)
+    # The model still prepared on its stack, so a caller can time it against another
+    # (porter.capture.interleaved) without preparing or compiling it again.
+    prepared: Prepared | None = None
+    stack: Stack | None = None
+
+    def forward(self) -> Callable[[], Any]:
+        """One synchronised, unprofiled forward of the captured model."""
+        assert self.prepared is not None and self.stack is not None, "capture result without a prepared model"
+        prepared, stack = self.prepared, self.stack
+        return lambda: stack.run(prepared)
 
 
 Progress = Callable[[str], None]
@@ -204,7 +214,7 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
             trace_meta=result.meta.extra,
         )
         write_manifest(tmp, manifest)
-    return CaptureResult(dest, manifest, ops)
+    return CaptureResult(dest, manifest, ops, prepared, stack)
 
 
 __all__ = ["CaptureOptions", "CaptureResult", "capture", "module_share", "numerics", "OUTPUT_KEY", "INPUT_KEY"]

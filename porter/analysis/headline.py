@@ -1,0 +1,111 @@
+"""The one number a review reads first: target/source time, its 95% interval, and its basis.
+
+Live pairs: the ratio comes from unprofiled forwards timed alternately in one process
+(porter.capture.interleaved), never from the profiled steps, whose profiler overhead
+differs by stack; each side's profiler overhead (profiled step wall time over the
+unprofiled one) is reported, and the profiled run only says *where* the time goes: its
+per-group shares are scaled to the unprofiled step. Recorded traces: per-step device time
+of the profiled steps, with the step counts and spreads behind it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from porter.analysis.attribute import EndToEnd
+from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpaired_ratio
+
+LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
+TRACE_BASIS = "device time per profiled step"
+WHOLE_BASIS = "device time of the whole trace (a side has no step markers)"
+BUSY_BASIS = "device busy time per profiled step (streams overlap: the union of kernel intervals, not their sum)"
+
+
+def _advice(iv: RatioInterval, live: bool, load: float | None = None, cpus: int = 0) -> str | None:
+    if not iv.wide:
+        return None
+    if live:
+        busy = (f" (the machine was oversubscribed: load average {load:.1f} on {cpus} CPUs, which slows "
+                "the stacks by different amounts)" if load is not None and cpus and load > cpus else "")
+        return (f"the 95% interval is wider than +-{WIDE:.0%}{busy}: rerun on a quieter machine (stop other "
+                "CPU-heavy work) or give the timing longer (PORTER_TIMING_BUDGET_S=60)")
+    return (f"the 95% interval is wider than +-{WIDE:.0%} (or there are too few steps for one): "
+            "record more profiled steps per side")
+
+
+def _median(xs: Any) -> float:
+    xs = [float(x) for x in xs or ()]
+    return float(np.median(xs)) if xs else float("nan")
+
+
+def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Mapping[str, Any],
+                  target_manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """paired: porter.capture.interleaved.PairedTiming.to_dict(); manifests give the profiled step times."""
+    iv = paired_ratio(*ab_ba_blocks(paired["source_s"], paired["target_s"]))
+    sides = {}
+    for role, m, per_step in (("source", source_manifest, e2e.source), ("target", target_manifest, e2e.target)):
+        unprofiled_s = _median(paired[f"{role}_s"])
+        profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))
+        device_us = per_step.median
+        sides[role] = {
+            "unprofiled_step_s": unprofiled_s,
+            "profiled_step_s": profiled_s,
+            "profiler_overhead": profiled_s / unprofiled_s if unprofiled_s > 0 else None,
+            "profiled_device_us_per_step": device_us,
+            "step_scale": unprofiled_s * 1e6 / device_us if device_us > 0 else None,
+        }
+    advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
+    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus")
+    return {"basis": LIVE_BASIS, **iv.to_dict(), "advice": advice, "sides": sides,
+            "pairs": {k: paired.get(k) for k in keep}}
+
+
+def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Recorded traces: per-step device time (busy time where streams overlap), steps and spread per side."""
+    per_step = {"source": e2e.source.samples, "target": e2e.target.samples}
+    busy_steps = {r: list((busy or {}).get(r, {}).get("per_step_busy_us") or []) for r in ("source", "target")}
+    use_busy = bool(busy and busy.get("streams_overlap") and all(busy_steps.values()))
+    if use_busy:
+        per_step = busy_steps
+    steps = {}
+    for role, xs in per_step.items():
+        med = float(np.median(xs)) if len(xs) else float("nan")
+        iqr = float(np.subtract(*np.percentile(xs, [75, 25]))) if len(xs) else float("nan")
+        steps[role] = {"n": len(xs), "median_us": med, "rel_spread": iqr / med if med else float("nan")}
+    if use_busy:
+        iv = unpaired_ratio(per_step["source"], per_step["target"])
+        basis = BUSY_BASIS
+    elif e2e.basis == "per_step":
+        iv = unpaired_ratio(e2e.source.samples, e2e.target.samples)
+        basis = TRACE_BASIS
+    else:
+        iv = RatioInterval(e2e.ratio, float("nan"), float("nan"), 1, "whole trace")
+        basis = WHOLE_BASIS
+    return {"basis": basis, **iv.to_dict(), "advice": _advice(iv, live=False), "steps": steps}
+
+
+def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: Mapping[str, Any],
+             target_manifest: Mapping[str, Any], busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The diagnosis.json `headline` block (docs/diagnosis.md). busy: porter.analysis.busy.busy_block."""
+    if paired and paired.get("source_s"):
+        return live_headline(paired, e2e, source_manifest, target_manifest)
+    return trace_headline(e2e, busy)
+
+
+def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any], source_total_us: float,
+                   target_total_us: float) -> pd.DataFrame:
+    """Each group's share of its side's profiled time, times that side's unprofiled step (us).
+
+    Adds source_step_us / target_step_us on the live path; returns groups unchanged otherwise.
+    """
+    sides = block.get("sides")
+    if not sides:
+        return groups
+    out = groups.copy()
+    for role, total in (("source", source_total_us), ("target", target_total_us)):
+        step_us = sides[role]["unprofiled_step_s"] * 1e6
+        out[f"{role}_step_us"] = out[f"{role}_us"] / total * step_us if total > 0 else np.nan
+    return out

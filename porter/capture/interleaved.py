@@ -1,0 +1,112 @@
+"""Unprofiled A/B timing of two prepared forwards, interleaved, until the ratio is known.
+
+The headline of a live diagnosis. Each side's profiled steps carry its profiler's own
+overhead (which differs by stack: a CPU eager step can be 20x slower profiled), and timing
+the sides minutes apart lets the machine change in between, so the headline comes from
+neither. Instead, after warm-up, the two forwards run alternately in the same process,
+each pair in the opposite order to the last (A B, B A, ...). Whichever side runs second
+in a pair tends to run faster (warm caches), so the ratio is taken per block of two
+consecutive pairs (A B B A: both orders, summed per side), which cancels that advantage
+and any steady drift in the machine's speed. Like torch.utils.benchmark's adaptive_autorange,
+sampling continues until the ratio's bootstrap interval (porter.stats) is narrow enough
+or the time budget ends; every sample is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from porter.stats import RatioInterval, ab_ba_blocks, paired_ratio
+
+Step = Callable[[], Any]  # one synchronised forward
+
+
+@dataclass(frozen=True)
+class InterleaveOptions:
+    warmup: int = 2  # untimed forwards per side before the first pair
+    min_pairs: int = 20  # before the budget may stop sampling
+    min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
+    max_pairs: int = 20000
+    budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
+    goal_half_width: float = 0.03  # stop once the 95% interval is within +-3% of the ratio
+    check_every: int = 5  # fewest pairs between interval checks; checks then space out by 25%
+
+
+@dataclass
+class PairedTiming:
+    """Seconds per forward, sample i of each side taken back to back."""
+
+    source_s: list[float] = field(default_factory=list)
+    target_s: list[float] = field(default_factory=list)
+    source_first: list[bool] = field(default_factory=list)
+    stopped: str = ""  # why sampling ended: "narrow", "budget", "max_pairs"
+    elapsed_s: float = 0.0
+    load_average: float | None = None  # 1-minute load average when sampling ended (None where unknown)
+    cpus: int = 0
+
+    def interval(self) -> RatioInterval:
+        """Median over A B B A blocks of target/source, bootstrap 95% (porter.stats.paired_ratio)."""
+        return paired_ratio(*ab_ba_blocks(self.source_s, self.target_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        import statistics
+
+        med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+        return {"source_s": self.source_s, "target_s": self.target_s, "source_first": self.source_first,
+                "source_median_s": med(self.source_s), "target_median_s": med(self.target_s),
+                "pairs": len(self.source_s), "stopped": self.stopped, "elapsed_s": self.elapsed_s,
+                "load_average": self.load_average, "cpus": self.cpus,
+                **self.interval().to_dict()}
+
+
+def _machine_load() -> tuple[float | None, int]:
+    """(1-minute load average, CPU count): an oversubscribed machine explains a wide interval."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = None
+    return load, os.cpu_count() or 0
+
+
+def _timed(step: Step) -> float:
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
+
+
+def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = InterleaveOptions(),
+                     clock: Callable[[], float] = time.perf_counter) -> PairedTiming:
+    """Warm both, then time pairs alternately until the interval is narrow or the budget ends."""
+    for _ in range(opts.warmup):
+        source()
+        target()
+    out = PairedTiming()
+    next_check = max(opts.min_pairs, opts.min_pairs_narrow, opts.check_every)
+    start = clock()
+    while True:
+        n = len(out.source_s)
+        first_source = n % 2 == 0
+        if first_source:
+            s, t = _timed(source), _timed(target)
+        else:
+            t, s = _timed(target), _timed(source)
+        out.source_s.append(s)
+        out.target_s.append(t)
+        out.source_first.append(first_source)
+        n += 1
+        elapsed = clock() - start
+        if n >= opts.max_pairs:
+            out.stopped = "max_pairs"
+        elif n >= opts.min_pairs and elapsed >= opts.budget_s:
+            out.stopped = "budget"
+        elif n >= next_check:  # the bootstrap costs O(n): check less often as n grows
+            next_check = max(n + opts.check_every, int(n * 1.25))
+            if out.interval().half_width <= opts.goal_half_width:
+                out.stopped = "narrow"
+        if out.stopped:
+            out.elapsed_s = elapsed
+            out.load_average, out.cpus = _machine_load()
+            return out

@@ -1,0 +1,106 @@
+"""A ratio of two timings with an honest interval: median of paired ratios, bootstrap 95% CI.
+
+Why paired ratios: source and target forwards timed alternately share the machine's
+conditions (another process, a frequency change), so each pair's ratio cancels what both
+saw; the median of those ratios resists the occasional stalled sample. The interval is a
+percentile bootstrap of that median (resampling pairs), seeded so one set of samples always
+gives one interval. Unpaired samples (profiled steps of two recorded traces) resample each
+side on its own and take the ratio of medians.
+
+Torch-free and stateless: capture's adaptive loop and diagnose's trace mode both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+CONFIDENCE = 0.95
+BOOTSTRAP = 2000  # resamples: the 2.5/97.5% percentiles move < 1% of the width beyond this
+SEED = 0
+WIDE = 0.10  # an interval reaching further than +-10% of the ratio is too wide to plan on
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """target/source ratio (> 1: the target is slower), its 95% interval, and how it was had."""
+
+    ratio: float
+    low: float
+    high: float
+    n: int  # pairs (paired) or the smaller side's sample count (unpaired)
+    method: str
+
+    @property
+    def half_width(self) -> float:
+        """The interval's larger reach from the ratio, relative to the ratio (0.05 = +-5%)."""
+        if not (self.ratio > 0 and np.isfinite(self.low) and np.isfinite(self.high)):
+            return float("nan")
+        return max(self.ratio - self.low, self.high - self.ratio) / self.ratio
+
+    @property
+    def wide(self) -> bool:
+        """True when the interval is wider than +-WIDE or unknown (too few samples)."""
+        hw = self.half_width
+        return not (hw == hw) or hw > WIDE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ratio": self.ratio, "ci95": [self.low, self.high], "half_width": self.half_width,
+                "wide": self.wide, "n": self.n, "method": self.method}
+
+
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
+    a = (1 - CONFIDENCE) / 2
+    lo, hi = np.percentile(values, [100 * a, 100 * (1 - a)])
+    return float(lo), float(hi)
+
+
+def ab_ba_blocks(source_s: Sequence[float], target_s: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Each side summed over blocks of two consecutive pairs (A B then B A); a last odd pair is left out.
+
+    Whichever side runs second in a pair tends to be faster (warm caches); a block holds
+    both orders, so its ratio carries no such advantage.
+    """
+    n = min(len(source_s), len(target_s)) // 2 * 2
+    return ([source_s[i] + source_s[i + 1] for i in range(0, n, 2)],
+            [target_s[i] + target_s[i + 1] for i in range(0, n, 2)])
+
+
+def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamples: int = BOOTSTRAP,
+                 seed: int = SEED) -> RatioInterval:
+    """Median of target_i / source_i over pairs i, with a percentile-bootstrap 95% interval."""
+    s = np.asarray(source_s, dtype=np.float64)
+    t = np.asarray(target_s, dtype=np.float64)
+    if s.shape != t.shape:
+        raise ValueError(f"paired samples differ in length: {s.size} source, {t.size} target")
+    ok = (s > 0) & np.isfinite(s) & np.isfinite(t)
+    r = t[ok] / s[ok]
+    if r.size == 0:
+        return RatioInterval(float("nan"), float("nan"), float("nan"), 0, "paired median ratio")
+    if r.size < 3:
+        return RatioInterval(float(np.median(r)), float("nan"), float("nan"), int(r.size), "paired median ratio")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, r.size, size=(resamples, r.size))
+    lo, hi = _percentiles(np.median(r[idx], axis=1))
+    return RatioInterval(float(np.median(r)), lo, hi, int(r.size), "paired median ratio, bootstrap 95%")
+
+
+def unpaired_ratio(source: Sequence[float], target: Sequence[float], *, resamples: int = BOOTSTRAP,
+                   seed: int = SEED) -> RatioInterval:
+    """median(target) / median(source), each side resampled on its own for the 95% interval."""
+    s = np.asarray([x for x in source if np.isfinite(x)], dtype=np.float64)
+    t = np.asarray([x for x in target if np.isfinite(x)], dtype=np.float64)
+    n = int(min(s.size, t.size))
+    if n == 0 or np.median(s) <= 0:
+        return RatioInterval(float("nan"), float("nan"), float("nan"), n, "ratio of medians")
+    ratio = float(np.median(t) / np.median(s))
+    if n < 3:
+        return RatioInterval(ratio, float("nan"), float("nan"), n, "ratio of medians")
+    rng = np.random.default_rng(seed)
+    ms = np.median(s[rng.integers(0, s.size, size=(resamples, s.size))], axis=1)
+    mt = np.median(t[rng.integers(0, t.size, size=(resamples, t.size))], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo, hi = _percentiles(mt / ms)
+    return RatioInterval(ratio, lo, hi, n, "ratio of medians, bootstrap 95%")

@@ -1,0 +1,117 @@
+"""The headline ratio: interleaved unprofiled timing, its bootstrap interval, and its place in diagnosis.json."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from porter.capture.interleaved import InterleaveOptions, time_interleaved
+from porter.stats import paired_ratio, unpaired_ratio
+
+
+def test_pairs_alternate_which_side_runs_first():
+    calls: list[str] = []
+    timing = time_interleaved(lambda: calls.append("s"), lambda: calls.append("t"),
+                              InterleaveOptions(warmup=1, min_pairs=6, max_pairs=6, budget_s=60))
+    assert calls == ["s", "t"] + ["s", "t", "t", "s"] * 3  # warm-up, then A B, B A, ...
+    assert timing.source_first == [True, False] * 3
+    assert timing.stopped == "max_pairs" and len(timing.source_s) == len(timing.target_s) == 6
+
+
+def test_bootstrap_interval_covers_the_true_ratio_about_95_percent_of_the_time():
+    """Paired log-normal noise around a known ratio 1.3: seeded, so the count is exact, and a
+    95% interval must cover the truth in roughly 95% of 200 experiments (>= 88%: the
+    binomial 1st percentile for 200 trials at p = 0.95 is ~89%)."""
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(200):
+        base = rng.lognormal(np.log(2e-3), 0.3, 40)  # shared machine state: cancels in the ratio
+        s = base * rng.lognormal(0, 0.05, 40)
+        t = 1.3 * base * rng.lognormal(0, 0.05, 40)
+        iv = paired_ratio(s, t, resamples=500)
+        covered += iv.low <= 1.3 <= iv.high
+    assert covered >= 176
+
+
+def test_too_few_samples_give_no_interval_and_count_as_wide():
+    iv = paired_ratio([1.0, 2.0], [1.0, 2.0])
+    assert iv.ratio == 1.0 and iv.low != iv.low and iv.wide
+    assert unpaired_ratio([1.0], [2.0]).wide
+
+
+def _forward(model: torch.nn.Module, x: torch.Tensor, repeats: int):
+    def step():
+        with torch.no_grad():
+            for _ in range(repeats):
+                model(x)
+    return step
+
+
+def _timed_mlp(target_repeats: int):
+    """A small MLP forward timed against the same forward run target_repeats times per step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256)).eval()
+    x = torch.randn(64, 256)
+    return time_interleaved(_forward(model, x, 1), _forward(model, x, target_repeats),
+                            InterleaveOptions(warmup=3, min_pairs=60, budget_s=3.0, goal_half_width=0.0)).interval()
+
+
+SAME = 0.05  # see test_same_model_on_both_sides_gives_one_inside_the_interval
+
+
+def test_same_model_on_both_sides_gives_one_inside_the_interval():
+    """True ratio 1. A 30-block bootstrap interval covers the truth ~95% of the time only when
+    the machine's load holds still; on this shared 2-core machine it does not, so the interval
+    must meet 1 +- 5% (the slowed-model test below is the one that tells a broken ratio apart)."""
+    iv = _timed_mlp(1)
+    assert iv.low <= 1.0 + SAME and iv.high >= 1.0 - SAME, iv
+    assert abs(iv.ratio - 1.0) < 0.2
+
+
+def test_model_slowed_on_purpose_lands_inside_its_interval():
+    """The target runs the forward three times per step: true ratio 3 (Python call overhead
+    is < 1% of a 256x256 MLP forward on 64 rows). On a quiet machine the interval holds 3 to a
+    few percent; on this shared 2-core machine (load averages of 15 seen) three forwards in a
+    row do not always cost exactly three, so the check is that the interval meets 3 +- 15%:
+    a swapped, unpaired or unblocked ratio (1/3, 1, 9) fails it by far."""
+    iv = _timed_mlp(3)
+    assert iv.low <= 3.0 * 1.15 and iv.high >= 3.0 * 0.85, iv
+    assert 2.0 < iv.ratio < 4.0
+
+
+def test_recorded_pair_headline_says_steps_and_spread(corpus, tmp_path):
+    from tests.conftest import run_porter
+
+    k = corpus / "kineto"
+    r = run_porter("diagnose", "--from", str(k / "h100_gaunernst_bert-small-uncased.json.gz"),
+                   "--to", str(k / "mi300x_gaunernst_bert-small-uncased.json.gz"), "-o", str(tmp_path / "d"))
+    assert r.returncode == 0, r.stderr
+    h = json.loads((tmp_path / "d" / "diagnosis.json").read_text())["headline"]
+    assert h["basis"] == "device time per profiled step"
+    assert h["steps"]["source"]["n"] >= 1 and h["steps"]["target"]["n"] >= 1
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("UNCERTAIN:" if h["wide"] else "headline:"), first
+
+
+@pytest.mark.slow
+def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path):
+    """cpu eager on both sides: the same prepared model twice, so the true ratio is 1."""
+    from porter.capture.options import CaptureOptions
+    from porter.diagnose import diagnose_specs
+
+    d, path = diagnose_specs("cpu", "cpu", tmp_path / "d", model="mlp", report=False,
+                             capture_options=CaptureOptions(steps=2, warmup=1, repeats=3, activations=False),
+                             interleave=InterleaveOptions(min_pairs=60, budget_s=4.0, goal_half_width=0.0))
+    h = json.loads(path.read_text())["headline"]
+    assert h["basis"].startswith("unprofiled")
+    assert len(h["pairs"]["source_s"]) // 2 == h["n"] >= 30  # A B B A blocks
+    assert h["ci95"][0] <= 1.0 + SAME and h["ci95"][1] >= 1.0 - SAME
+    for side in ("source", "target"):
+        s = h["sides"][side]
+        assert s["profiler_overhead"] == pytest.approx(s["profiled_step_s"] / s["unprofiled_step_s"])
+    groups = json.loads(path.read_text())["groups"]
+    total = sum(g["target_step_us"] for g in groups)
+    assert total <= h["sides"]["target"]["unprofiled_step_s"] * 1e6 * (1 + 1e-9)
