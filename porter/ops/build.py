@@ -1,0 +1,107 @@
+"""`porter ops` as one function: a model (or core ATen) and a list of targets in, a costed
+Matrix out. Each target is checked for availability first; one that cannot run here becomes
+a stack entry saying why, never an error."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from porter.analysis.fixes import load_catalogue
+from porter.errors import PorterError
+from porter.ops import confirm, predict
+from porter.ops.cost import cost_matrix
+from porter.ops.inventory import Variant, core_aten_table, decompose, inventory
+from porter.ops.matrix import Cell, Matrix, OpRow, StackInfo, Verdict
+from porter.ops.oneop import OneOp, eager, fp64_reference
+from porter.targets import resolve
+
+DEFAULT_TARGETS = ("xla", "cpu:inductor", "cpu:ort")
+PREDICTORS: dict[str, Callable[[Variant], Verdict]] = {"inductor": predict.predict_inductor, "xla": predict.predict_xla}
+ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
+
+
+def stack_infos(targets: list[str], run: bool = True) -> list[tuple[StackInfo, str, str]]:
+    """(info, stack name, device) per target; unknown target text is a PorterError."""
+    out = []
+    for text in targets:
+        spec, stack = resolve(text)
+        if spec.stack not in (*PREDICTORS, "ort"):
+            raise PorterError(f"porter ops has no registry reader for stack {spec.stack!r}",
+                              hint="use xla, cpu:inductor or cpu:ort")
+        a = stack.availability(spec.device)
+        info = StackInfo(spec.text, a.ok, "" if a.ok else f"not available: {a.reason}")
+        if a.ok and spec.stack == "ort" and not run:
+            info = StackInfo(spec.text, False, "not available: ORT's statuses need each op exported with real inputs "
+                                               "(porter ops MODEL --on cpu:ort)")
+        if a.ok:
+            info.versions = stack.versions()
+        out.append((info, spec.stack, stack.resolve_device(spec.device)))
+    return out
+
+
+def cell_for(stack: str, device: str, v: Variant, one: OneOp, same: list[torch.Tensor],
+             ref: list[torch.Tensor] | None, run: bool) -> Cell:
+    if stack == "ort":
+        predicted, outcome = confirm.run_ort(v, one, ORT_PROVIDERS.get(device, "CPUExecutionProvider"))
+    else:
+        predicted = PREDICTORS[stack](v)
+        if not run:
+            return Cell(predicted)
+        outcome = confirm.RUNNERS[stack](v, one)
+    verdict, num = confirm.with_numerics(v, one, outcome, same, ref)
+    return Cell(predicted, verdict, num.rel_l2 if num else None, num.tolerance if num else None)
+
+
+def build_matrix(model_name: str, variants: list[Variant], targets: list[str], *, mode: str = "model",
+                 run: bool = True, catalogue: Path | None = None,
+                 progress: Callable[[str], None] | None = None) -> Matrix:
+    t0 = time.perf_counter()
+    stacks = stack_infos(targets, run)
+    table = core_aten_table()
+    rows: list[OpRow] = []
+    for i, v in enumerate(variants):
+        if progress:
+            progress(f"op {i + 1}/{len(variants)}: {v.name}")
+        row = OpRow(v.name, v.dtypes, v.shape_class, v.calls, v.modules, decompose(v.op, v.args, v.kwargs, table))
+        one = OneOp(v)
+        same = eager(one) if run else []
+        ref = fp64_reference(one) if run else None
+        for info, stack, device in stacks:
+            if info.available:
+                row.cells[info.target] = cell_for(stack, device, v, one, same, ref, run)
+        rows.append(row)
+    versions = {"torch": torch.__version__}
+    for info, _, _ in stacks:
+        versions.update(info.versions)
+    matrix = Matrix(model_name, mode, [s for s, _, _ in stacks], rows, versions,
+                    datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), 0.0)
+    cost_matrix(matrix, load_catalogue(catalogue))
+    matrix.seconds = round(time.perf_counter() - t0, 1)
+    return matrix
+
+
+def ops_for_model(model: str, targets: list[str], *, catalogue: Path | None = None,
+                  progress: Callable[[str], None] | None = None) -> Matrix:
+    """The model's portability matrix: inventory from torch.export, predicted and confirmed."""
+    from porter.capture.models import load_model
+
+    spec = load_model(model)
+    stack_infos(targets)  # bad target text fails before the export
+    if progress:
+        progress(f"exporting {spec.name} with torch.export")
+    variants = inventory(spec.module, spec.example_inputs, spec.name)
+    return build_matrix(spec.name, variants, targets, catalogue=catalogue, progress=progress)
+
+
+def ops_for_core_aten(targets: list[str], *, catalogue: Path | None = None,
+                      progress: Callable[[str], None] | None = None) -> Matrix:
+    """Every core ATen op, each stack's status predicted from its registries."""
+    from porter.ops.coreaten import core_aten_variants
+
+    return build_matrix("core ATen", core_aten_variants(), targets, mode="core-aten", run=False,
+                        catalogue=catalogue, progress=progress)
