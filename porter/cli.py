@@ -282,7 +282,7 @@ def _ops_table(m) -> Table:
 
 @app.command()
 def ops(
-    model: str = typer.Argument(..., help="Built-in model, FILE.py:factory or package.module:factory; or `diff` followed by two ops.json files."),
+    model: Optional[str] = typer.Argument(None, help="Built-in model, FILE.py:factory or package.module:factory (default: transformer); or `diff` followed by two ops.json files."),
     more: Optional[list[str]] = typer.Argument(None, help="With `diff`: A.json B.json."),
     on: list[str] = typer.Option(["xla", "cpu:inductor", "cpu:ort"], "--on", help="Target to check (repeat): xla, cpu:inductor, cpu:ort."),
     all_core_aten: bool = typer.Option(False, "--all-core-aten", help="Every core ATen op instead of MODEL's, predicted from each stack's registries."),
@@ -302,13 +302,14 @@ def ops(
         if model == "diff":
             _ops_diff(more or [])
             return
-        if more:
-            raise PorterError(f"unexpected arguments {' '.join(more)}", hint="porter ops MODEL --on STACK ...")
+        if more or (model and all_core_aten):
+            raise PorterError(f"unexpected arguments {' '.join(filter(None, [model if all_core_aten else None, *(more or [])]))}",
+                              hint="porter ops MODEL --on STACK ... or porter ops --all-core-aten --on STACK ...")
         with err.status("porter ops", spinner="dots") as status:
             if all_core_aten:
                 m = ops_for_core_aten(on, catalogue=catalogue, progress=status.update)
             else:
-                m = ops_for_model(model, on, catalogue=catalogue, progress=status.update)
+                m = ops_for_model(model or "transformer", on, catalogue=catalogue, progress=status.update)
         from reports.ops_page import write_ops_pages
 
         dest = m.write(out_dir / "ops.json")

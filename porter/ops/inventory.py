@@ -70,7 +70,11 @@ def export_model(module: torch.nn.Module, inputs: tuple[Any, ...], name: str) ->
         text = str(exc)
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         reason = lines[0] if lines else type(exc).__name__
-        where = next((ln for ln in lines if ln.startswith("File ") or ".py\", line" in ln or ".py:" in ln), "")
+        frames = [i for i, ln in enumerate(lines) if ln.startswith('File "') and "/torch/" not in ln]
+        where = ""
+        if frames:  # the model's own line the exporter stopped at, and its code
+            i = frames[-1]
+            where = lines[i] + (f": {lines[i + 1]}" if i + 1 < len(lines) else "")
         raise ExportFailure(
             f"torch.export cannot capture model {name}: {type(exc).__name__}: {reason[:300]}"
             + (f"; graph break at {where[:200]}" if where else ""),
@@ -87,7 +91,26 @@ def _module_of(node: torch.fx.Node) -> str:
 
 
 def _clone(value: Any) -> Any:
-    return torch.utils._pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, value)
+    """Tensors cloned; fx's immutable lists/dicts made plain (compilers and pytree expect them)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        items = [_clone(v) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def with_defaults(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Positional arguments the call left to their defaults, filled in from the schema: a
+    stack's implementation may expect them (the way a module's own call passes them)."""
+    full = list(args)
+    for arg in op._schema.arguments[len(args):]:
+        if arg.kwarg_only or arg.name in kwargs or not arg.has_default_value():
+            break
+        full.append(arg.default_value)
+    return tuple(full)
 
 
 class _Recorder(torch.fx.Interpreter):
@@ -107,7 +130,8 @@ class _Recorder(torch.fx.Interpreter):
             key = (n.target, tuple(dtypes), shape_class(tensors))
             v = self.variants.get(key)
             if v is None:
-                v = self.variants[key] = Variant(n.target, dtypes, key[2], _clone(args), _clone(kwargs))
+                v = self.variants[key] = Variant(n.target, dtypes, key[2], with_defaults(n.target, _clone(args), kwargs),
+                                                 _clone(kwargs))
             v.calls += 1
             where = _module_of(n)
             if where not in v.modules:

@@ -4,6 +4,8 @@
   jax.jit cannot trace it (confirmed unsupported); inductor calls the eager kernel (fallback).
 - ``porter_test::softsign_host``: a custom op with a CPU kernel and a fake, no lowering
   anywhere: inductor falls back to it, torchax and the ONNX exporter cannot run it.
+- ``topk``: inductor registers a lowering (predicted native), yet its CPU code calls the
+  eager ATen kernel (confirmed host_fallback): the static table misleads.
 - ``F.hardswish``: has a known decomposition (inductor's table decomposes it).
 - ``porter_test::fast_exp``: exp with a deliberately cheap inductor decomposition,
   (1 + x/256)^256 by eight squarings, off by ~1e-3 relative: a numerics mismatch on inductor.
@@ -60,7 +62,7 @@ class OneOfEach(nn.Module):
     def forward(self, x: torch.Tensor):
         h = self.fc(x)
         idx = torch.nonzero(h > 0)
-        return softsign_host(h), F.hardswish(h), fast_exp(h), idx
+        return softsign_host(h), F.hardswish(h), fast_exp(h), idx, h.topk(3, dim=-1).values
 
 
 def one_of_each():
