@@ -123,6 +123,7 @@ def diagnose(
     steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
+    with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
@@ -146,7 +147,8 @@ def diagnose(
                     err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
 
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
-                                     report=not no_report, capture_options=opts, progress=progress, command=command)
+                                     report=not no_report, capture_options=opts, progress=progress, command=command,
+                                     ops=with_ops)
     except PorterError as exc:
         fail(exc)
     if as_json:

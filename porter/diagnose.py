@@ -185,6 +185,11 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["source_op_ids"] = ids["source_ids"].reindex(g["group_id"]).to_list()
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
+    if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
+        from porter.ops.in_diagnosis import op_key
+
+        status = {op_key(r["op"]): r["status"] for r in d.extras["portability"]["flagged"]}
+        g["portability"] = [status.get(op_key(op)) for op in g.get("target_framework_op", g["framework_op"]).fillna("")]
     return _clean({
         "format": FORMAT,
         "porter_version": __version__,
@@ -210,6 +215,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),
         "fixes": d.extras.get("fixes"),
+        "portability": d.extras.get("portability"),
         "warnings": d.extras.get("warnings", []),
         "command": d.extras.get("command"),
         "seconds": d.seconds,
@@ -248,12 +254,14 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, ops: bool = False) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
     model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
     seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
+    ops: also run `porter ops` for the model on the target stack (live captures) and flag its
+    fallback, unsupported, mismatched and heavily decomposed ops (diagnosis.json `portability`).
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -268,6 +276,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     progress("aligning and attributing")
     d = analyse(source, target, catalogue=catalogue, accuracy=acc)
     d.extras.update(warnings=warnings, command=command)
+    if ops:
+        portability(d, model, catalogue, progress)
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()
@@ -283,6 +293,24 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
         progress("writing reports")
         write_reports(out, ("html", "md"))
     return d, dest
+
+
+def portability(d: Diagnosis, model: Any, catalogue: Catalogue | None, progress: Progress) -> None:
+    """The target stack's portability gaps (porter ops) into d.extras, and their fixes into the plan."""
+    if model is None:
+        d.extras.setdefault("warnings", []).append("--ops needs a live capture of a MODEL; not run")
+        return
+    from porter.analysis.fixes import load_catalogue
+    from porter.ops.in_diagnosis import fix_records, portability_block
+
+    progress("checking each op on the target stack (porter ops)")
+    cat = catalogue or load_catalogue()
+    block = portability_block(model, d.target.manifest.get("target") or {}, _records(d.by_framework_op), cat)
+    if block is None:
+        return
+    d.extras["portability"] = block
+    fixes = list(d.extras.get("fixes") or [])
+    d.extras["fixes"] = fixes + fix_records(block["flagged"], cat, len(fixes) + 1)
 
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
@@ -339,8 +367,10 @@ def fix_lines(fixes: list[dict[str, Any]], width: int, top: int = 3) -> list[str
     lines = [f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):"]
     for i, f in enumerate(fixes[:top], 1):
         lo, hi = f["days"]
-        gain = (f"saves up to {_us(f['recoverable_us'])}" if f["kind"] == "perf"
-                else f"accuracy: local error {f['severity']:.3g}x tolerance")
+        rec, sev = f.get("recoverable_us"), f.get("severity")
+        gain = (f"saves up to {_us(rec)}" if f["kind"] == "perf" and rec is not None and math.isfinite(rec)
+                else f"accuracy: local error {sev:.3g}x tolerance" if sev is not None and math.isfinite(sev)
+                else "closes a portability gap (porter ops)")
         lines.append(f"  {i}. {f['title']}"[:width])
         lines.append(f"     {gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence"[:width])
         lines.append("     at " + _cut(fix_where(f), width - 8))

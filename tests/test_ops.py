@@ -235,3 +235,24 @@ def test_transformers_models_from_config(factory):
             assert cell.confirmed is not None, (row.key, target)
             assert cell.status != "numerics_mismatch", (row.key, target, cell.confirmed.evidence)
     assert any(r.modules and r.modules[0].startswith(("encoder/", "transformer/")) for r in m.rows)
+
+
+@pytest.mark.slow
+def test_diagnose_with_ops_flags_the_fallback_in_portability_and_fix_plan(tmp_path):
+    """topk falls back to the eager kernel in inductor's CPU code: the diagnosis flags it in the
+    op table (groups), the fix plan and the report's Portability section."""
+    r = porter_cli("diagnose", f"{ROOT}/tests/models/op_statuses.py:topk_head", "--from", "cpu", "--to", "cpu:inductor",
+                   "--ops", "--steps", "1", "--repeats", "3", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "diagnosis.json").read_text())
+    (flag,) = d["portability"]["flagged"]
+    assert (flag["op"], flag["status"], flag["predicted"], flag["fix_id"]) == (
+        "aten.topk.default", "host_fallback", "native", "write-lowering")
+    assert 0 < flag["time_share"] < 1
+    assert any(f["fix_id"] == "write-lowering" and f["ops"] == ["aten.topk.default"] for f in d["fixes"])
+    assert [g["portability"] for g in d["groups"] if g.get("portability")] == ["host_fallback"]
+    md = (tmp_path / "report.md").read_text()
+    section = md.split("## 5 Portability")[1].split("## 6")[0]
+    assert "`aten.topk.default` | host_fallback (predicted native)" in section
+    assert "Write a lowering for the op that falls back to the eager kernel" in md.split("## 5 Portability")[0]
+    assert 'id="t-portability"' in (tmp_path / "report.html").read_text()

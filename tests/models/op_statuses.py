@@ -85,3 +85,22 @@ class DataDependentBranch(nn.Module):
 
 def data_dependent_branch():
     return DataDependentBranch(), (torch.randn(4, 4),)
+
+
+class TopkHead(nn.Module):
+    """An MLP whose head keeps the top-k features: topk falls back to the eager kernel on
+    inductor's CPU code (the diagnosis with --ops must flag it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(32, 64)
+        self.fc2 = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor):
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h.topk(16, dim=-1).values)
+
+
+def topk_head():
+    torch.manual_seed(0)
+    return TopkHead(), (torch.randn(8, 32),)
