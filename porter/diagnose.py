@@ -215,10 +215,11 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),
         "fixes": d.extras.get("fixes"),
-        "portability": d.extras.get("portability"),
         "warnings": d.extras.get("warnings", []),
         "command": d.extras.get("command"),
         "seconds": d.seconds,
+        # only diagnose --ops writes it: recorded-pair diagnoses stay as they were
+        **({"portability": d.extras["portability"]} if d.extras.get("portability") else {}),
     })
 
 
