@@ -258,3 +258,32 @@ def test_diagnose_with_ops_flags_the_fallback_in_portability_and_fix_plan(tmp_pa
     assert "`aten.topk.default` | host_fallback (predicted native)" in section
     assert "Write a lowering for the op that falls back to the eager kernel" in md.split("## 5 Portability")[0]
     assert 'id="t-portability"' in (tmp_path / "report.html").read_text()
+
+
+def test_ort_kernel_registry_predicts_from_exported_nodes():
+    from porter.ops.predict import predict_ort
+
+    cpu = "CPUExecutionProvider"
+    assert predict_ort([("", "Gemm", "tensor(float)")], 20, cpu).status == "native"
+    two = predict_ort([("", "NonZero", "tensor(bool)"), ("", "Transpose", "tensor(int64)")], 20, cpu)
+    assert (two.status, two.ops) == ("decomposed", ["NonZero", "Transpose"])
+    hs = predict_ort([("", "HardSwish", "tensor(float)")], 20, cpu)  # an ONNX function ORT inlines
+    assert hs.status == "decomposed" and "inlines" in hs.evidence
+    assert predict_ort([("", "Gemm", "tensor(float)")], 3, cpu).status == "unsupported"  # opset before Gemm's kernels
+    assert predict_ort([("custom", "Nope", None)], 20, cpu).status == "unsupported"
+
+
+def test_core_aten_first_calls_keep_inputs_the_op_accepted():
+    from porter.ops.coreaten import _FirstCalls, core_aten_ops
+
+    core = core_aten_ops()
+    assert A.add.Tensor in core and A.convolution.default in core and A.linear.default not in core
+    rec = _FirstCalls({A.add.Tensor, A.bitwise_and.Tensor})
+    x = torch.ones(2, 3)
+    with rec:
+        torch.add(x, 2 * x)
+        torch.add(x, x)  # only the first call is kept
+        with pytest.raises(RuntimeError):
+            torch.bitwise_and(x, x)  # rejected for float: not kept
+    (args, kwargs), = rec.calls.values()
+    assert list(rec.calls) == [A.add.Tensor] and torch.equal(args[1], 2 * x)
