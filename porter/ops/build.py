@@ -5,6 +5,7 @@ a stack entry saying why, never an error."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -44,16 +45,57 @@ def stack_infos(targets: list[str], run: bool = True, mode: str = "model") -> li
     return out
 
 
-def cell_for(stack: str, device: str, v: Variant, one: OneOp | None, same: list[torch.Tensor],
-             ref: list[torch.Tensor] | None, run: bool) -> Cell:
+INDUCTOR_BATCH = 16  # ops compiled together: one g++ build instead of one per op
+
+
+@dataclass
+class Prepared:
+    """One op variation made ready to run: its module, eager output and fp64 reference."""
+
+    variant: Variant
+    one: OneOp | None  # None: predicted only (no inputs, or eager rejects them)
+    same: list[torch.Tensor] = field(default_factory=list)
+    ref: list[torch.Tensor] | None = None
+
+
+def prepare(v: Variant, run: bool) -> Prepared:
+    if not run or v.args is None:  # core ATen ops OpInfo gave no inputs are predicted only
+        return Prepared(v, None)
+    one = OneOp(v)
+    try:
+        same = eager(one)
+    except Exception:  # eager itself rejects these inputs: nothing to confirm against
+        return Prepared(v, None)
+    return Prepared(v, one, same, fp64_reference(one))
+
+
+def inductor_outcomes(prepared: list[Prepared], progress: Callable[[str], None] | None) -> dict[int, confirm.Outcome]:
+    """Runs for every runnable op on inductor: in batches, each op alone where a batch fails."""
+    runnable = [i for i, p in enumerate(prepared) if p.one is not None]
+    out: dict[int, confirm.Outcome] = {}
+    for start in range(0, len(runnable), INDUCTOR_BATCH):
+        chunk = runnable[start:start + INDUCTOR_BATCH]
+        if progress:
+            progress(f"inductor: compiling ops {start + 1}-{start + len(chunk)} of {len(runnable)}")
+        got = confirm.run_inductor_batch([prepared[i].variant for i in chunk], [prepared[i].one for i in chunk])
+        if got is None:
+            got = [confirm.run_inductor(prepared[i].variant, prepared[i].one) for i in chunk]
+        out.update(zip(chunk, got))
+    return out
+
+
+def cell_for(stack: str, device: str, p: Prepared, ran: confirm.Outcome | None = None) -> Cell:
+    v, one = p.variant, p.one
     if stack == "ort":
+        if one is None:
+            return Cell(Verdict("unsupported", "not run: no inputs to export the op with"))
         predicted, outcome = confirm.run_ort(v, one, ORT_PROVIDERS.get(device, "CPUExecutionProvider"))
     else:
         predicted = PREDICTORS[stack](v)
-        if not run:
+        if one is None:
             return Cell(predicted)
-        outcome = confirm.RUNNERS[stack](v, one)
-    verdict, num = confirm.with_numerics(v, one, outcome, same, ref)
+        outcome = ran or confirm.RUNNERS[stack](v, one)
+    verdict, num = confirm.with_numerics(v, one, outcome, p.same, p.ref)
     return Cell(predicted, verdict, num.rel_l2 if num else None, num.tolerance if num else None)
 
 
@@ -63,23 +105,18 @@ def build_matrix(model_name: str, variants: list[Variant], targets: list[str], *
     t0 = time.perf_counter()
     stacks = stack_infos(targets, run, mode)
     table = core_aten_table()
+    prepared = [prepare(v, run) for v in variants]
+    ran = {info.target: inductor_outcomes(prepared, progress)
+           for info, stack, _ in stacks if info.available and stack == "inductor"}
     rows: list[OpRow] = []
-    for i, v in enumerate(variants):
+    for i, p in enumerate(prepared):
+        v = p.variant
         if progress:
             progress(f"op {i + 1}/{len(variants)}: {v.name}")
         row = OpRow(v.name, v.dtypes, v.shape_class, v.calls, v.modules, decompose(v.op, v.args, v.kwargs, table))
-        runs = run and v.args is not None  # core ATen ops OpInfo gave no inputs are predicted only
-        one = OneOp(v) if runs else None
-        same: list[torch.Tensor] = []
-        if one is not None:
-            try:
-                same = eager(one)
-            except Exception:  # eager itself rejects these inputs: nothing to confirm against
-                runs, one = False, None
-        ref = fp64_reference(one) if runs else None
         for info, stack, device in stacks:
             if info.available:
-                row.cells[info.target] = cell_for(stack, device, v, one, same, ref, runs)
+                row.cells[info.target] = cell_for(stack, device, p, ran.get(info.target, {}).get(i))
         rows.append(row)
     versions = {"torch": torch.__version__}
     for info, _, _ in stacks:

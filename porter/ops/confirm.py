@@ -70,6 +70,59 @@ def run_inductor(v: Variant, one: OneOp) -> Outcome:
     return Outcome(Verdict(NATIVE, "compiled to generated code / extern library kernels, no fallback call"), outputs)
 
 
+def packet(name: str) -> str:
+    """'aten.sort.stable' -> 'aten.sort'."""
+    return ".".join(name.split(".")[:2])
+
+
+class Batch(torch.nn.Module):
+    """Many OneOps in one graph, each on its own inputs: one compile (one g++ build) for all."""
+
+    def __init__(self, ones: list[OneOp]) -> None:
+        super().__init__()
+        self.ones = torch.nn.ModuleList(ones)
+        self.sizes = [len(o.inputs) for o in ones]
+
+    def forward(self, *flat: Any) -> tuple[Any, ...]:
+        outs, i = [], 0
+        for one, n in zip(self.ones, self.sizes):
+            outs.append(one(*flat[i:i + n]))
+            i += n
+        return tuple(outs)
+
+
+def run_inductor_batch(variants: list[Variant], ones: list[OneOp]) -> list[Outcome] | None:
+    """Every op compiled in one graph; a fallback call in the generated code is charged to the
+    op it names, or to the op whose decomposition contains it. None when the batch does not
+    compile (the caller then runs each op alone, which names the one that fails)."""
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    compiled = torch.compile(Batch(ones), backend="inductor", fullgraph=True)
+    flat = [t.clone() for one in ones for t in one.inputs]
+    try:
+        with inductor_config.patch(fx_graph_cache=False), torch.no_grad():
+            outs, codes = run_and_get_code(compiled, *flat)
+    except Exception:
+        return None
+    calls = sorted({".".join(m.groups()) for code in codes for m in _FALLBACK_CALL.finditer(code)})
+    results = []
+    for v, out in zip(variants, outs):
+        predicted = predict.predict_inductor(v)
+        mine = {packet(v.name)} | {packet(o) for o in predicted.ops}
+        hits = [c for c in calls if packet(c) in mine]
+        outputs = output_tensors(out)
+        if hits:
+            results.append(Outcome(Verdict(HOST_FALLBACK, f"generated code calls {', '.join(hits)} (eager ATen kernel, not generated code)"), outputs))
+        elif predicted.status == DECOMPOSED:
+            results.append(Outcome(Verdict(DECOMPOSED, "compiled to generated code from the decomposition", predicted.ops), outputs))
+        else:
+            results.append(Outcome(Verdict(NATIVE, "compiled to generated code / extern library kernels, no fallback call"), outputs))
+    return results
+
+
 # ---- xla (torchax) ---------------------------------------------------------------------------
 
 def run_xla(v: Variant, one: OneOp) -> Outcome:
