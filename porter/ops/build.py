@@ -49,7 +49,7 @@ INDUCTOR_BATCH = 16  # ops compiled together: one g++ build instead of one per o
 
 
 @dataclass
-class Prepared:
+class ReadyOp:
     """One op variation made ready to run: its module, eager output and fp64 reference."""
 
     variant: Variant
@@ -58,18 +58,18 @@ class Prepared:
     ref: list[torch.Tensor] | None = None
 
 
-def prepare(v: Variant, run: bool) -> Prepared:
+def prepare(v: Variant, run: bool) -> ReadyOp:
     if not run or v.args is None:  # core ATen ops OpInfo gave no inputs are predicted only
-        return Prepared(v, None)
+        return ReadyOp(v, None)
     one = OneOp(v)
     try:
         same = eager(one)
     except Exception:  # eager itself rejects these inputs: nothing to confirm against
-        return Prepared(v, None)
-    return Prepared(v, one, same, fp64_reference(one))
+        return ReadyOp(v, None)
+    return ReadyOp(v, one, same, fp64_reference(one))
 
 
-def inductor_outcomes(prepared: list[Prepared], progress: Callable[[str], None] | None) -> dict[int, confirm.Outcome]:
+def inductor_outcomes(prepared: list[ReadyOp], progress: Callable[[str], None] | None) -> dict[int, confirm.Outcome]:
     """Runs for every runnable op on inductor: in batches, each op alone where a batch fails."""
     runnable = [i for i, p in enumerate(prepared) if p.one is not None]
     out: dict[int, confirm.Outcome] = {}
@@ -84,7 +84,7 @@ def inductor_outcomes(prepared: list[Prepared], progress: Callable[[str], None] 
     return out
 
 
-def cell_for(stack: str, device: str, p: Prepared, ran: confirm.Outcome | None = None) -> Cell:
+def cell_for(stack: str, device: str, p: ReadyOp, ran: confirm.Outcome | None = None) -> Cell:
     v, one = p.variant, p.one
     if stack == "ort":
         if one is None:
