@@ -257,7 +257,9 @@ def test_diagnose_with_ops_flags_the_fallback_in_portability_and_fix_plan(tmp_pa
     section = md.split("## 5 Portability")[1].split("## 6")[0]
     assert "`aten.topk.default` | host_fallback (predicted native)" in section
     assert "Write a lowering for the op that falls back to the eager kernel" in md.split("## 5 Portability")[0]
-    assert 'id="t-portability"' in (tmp_path / "report.html").read_text()
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="t-portability"' in html
+    assert "aten::topk [host_fallback on target]" in html  # flagged in the op table too
 
 
 def test_ort_kernel_registry_predicts_from_exported_nodes():
