@@ -17,7 +17,7 @@ from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from porter.errors import PorterError
-from porter.ops.inventory import Variant, _clone, dtype_name, shape_class, tensors_in, with_defaults
+from porter.ops.inventory import Variant, _clone, dtype_name, shape_class, tensors_in
 
 SAMPLES_PER_OPINFO = 3
 
@@ -90,5 +90,5 @@ def core_aten_variants() -> list[Variant]:
         args, kwargs = calls[op]
         tensors = tensors_in((args, kwargs))
         out.append(Variant(op, [dtype_name(t.dtype) for t in tensors], shape_class(tensors),
-                           with_defaults(op, args, kwargs), kwargs, calls=1))
+                           args, kwargs, calls=1))
     return out

@@ -130,8 +130,7 @@ class _Recorder(torch.fx.Interpreter):
             key = (n.target, tuple(dtypes), shape_class(tensors))
             v = self.variants.get(key)
             if v is None:
-                v = self.variants[key] = Variant(n.target, dtypes, key[2], with_defaults(n.target, _clone(args), kwargs),
-                                                 _clone(kwargs))
+                v = self.variants[key] = Variant(n.target, dtypes, key[2], _clone(args), _clone(kwargs))
             v.calls += 1
             where = _module_of(n)
             if where not in v.modules:

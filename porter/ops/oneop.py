@@ -11,15 +11,16 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from porter.ops.inventory import Variant
+from porter.ops.inventory import Variant, with_defaults
 
 
 class OneOp(torch.nn.Module):
     """forward(*tensors) = op(*args, **kwargs) with the recorded tensors as the inputs."""
 
-    def __init__(self, variant: Variant) -> None:
+    def __init__(self, variant: Variant, fill_defaults: bool = False) -> None:
         super().__init__()
-        leaves, self._spec = pytree.tree_flatten((variant.args, variant.kwargs))
+        args = with_defaults(variant.op, variant.args, variant.kwargs) if fill_defaults else variant.args
+        leaves, self._spec = pytree.tree_flatten((args, variant.kwargs))
         self._slots = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         self._leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
         self.op = variant.op
