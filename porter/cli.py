@@ -312,8 +312,11 @@ def ops(
                 m = ops_for_core_aten(on, catalogue=catalogue, progress=status.update)
             else:
                 m = ops_for_model(model or "transformer", on, catalogue=catalogue, progress=status.update)
+        import shlex
+
         from reports.ops_page import write_ops_pages
 
+        m.command = "porter " + shlex.join(sys.argv[1:])
         dest = m.write(out_dir / "ops.json")
         pages = write_ops_pages(m.to_json(), out_dir)
     except PorterError as exc:

@@ -72,7 +72,7 @@ def page_data(data: dict[str, Any]) -> dict[str, Any]:
         summary.append({"target": s["target"], "available": s["available"], "why": s.get("why", ""), "counts": counts,
                         "agree": sum(judged), "judged": len(judged),
                         "versions": ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items())})
-    return {"model": data["model"], "mode": data["mode"], "created": data.get("created", ""),
+    return {"model": data["model"], "mode": data["mode"], "created": data.get("created", ""), "command": data.get("command", ""),
             "seconds": data.get("seconds", 0.0), "versions": data.get("versions", {}), "stacks": summary,
             "rows": rows, "statuses": STATUS_ORDER}
 

@@ -101,6 +101,7 @@ class Matrix:
     versions: dict[str, str] = field(default_factory=dict)
     created: str = ""
     seconds: float = 0.0
+    command: str = ""  # the command line that made it
 
     def agreement(self, target: str) -> tuple[int, int]:
         """(cells where prediction == confirmation, cells confirmed) for one stack."""
@@ -140,7 +141,8 @@ def matrix_from_json(data: dict[str, Any]) -> Matrix:
         rows.append(OpRow(r["op"], list(r["dtypes"]), r["shape_class"], r.get("calls", 0), list(r.get("modules", [])),
                           list(r.get("decomposes_to", [])), cells))
     return Matrix(data["model"], data["mode"], [StackInfo(**s) for s in data["stacks"]], rows,
-                  dict(data.get("versions", {})), data.get("created", ""), float(data.get("seconds", 0.0)))
+                  dict(data.get("versions", {})), data.get("created", ""), float(data.get("seconds", 0.0)),
+                  str(data.get("command", "")))
 
 
 def read_matrix(path: Path) -> Matrix:
