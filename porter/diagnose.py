@@ -215,6 +215,11 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
     head = d.extras.get("headline") or {}
     g = scaled_to_step(g, head, al.source_times.total, al.target_times.total)
+    if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
+        from porter.ops.in_diagnosis import op_key
+
+        status = {op_key(r["op"]): r["status"] for r in d.extras["portability"]["flagged"]}
+        g["portability"] = [status.get(op_key(op)) for op in g.get("target_framework_op", g["framework_op"]).fillna("")]
     return _clean({
         "format": FORMAT,
         "porter_version": __version__,
@@ -247,6 +252,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "warnings": d.extras.get("warnings", []),
         "command": d.extras.get("command"),
         "seconds": d.seconds,
+        # only diagnose --ops writes it: recorded-pair diagnoses stay as they were
+        **({"portability": d.extras["portability"]} if d.extras.get("portability") else {}),
     })
 
 
@@ -283,13 +290,15 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None, paired_timing: Any = None) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, paired_timing: Any = None, ops: bool = False) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
     model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
     seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
     paired_timing: porter.capture.interleaved.PairedTiming of a live pair (the headline's basis).
+    ops: also run `porter ops` for the model on the target stack (live captures) and flag its
+    fallback, unsupported, mismatched and heavily decomposed ops (diagnosis.json `portability`).
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -307,6 +316,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     d.extras.update(warnings=warnings, command=command)
     d.extras["headline"] = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
                                     source.manifest, target.manifest, d.extras["busy"])
+    if ops:
+        portability(d, model, catalogue, progress)
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     t1 = time.perf_counter()
@@ -322,6 +333,24 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
         progress("writing reports")
         write_reports(out, ("html", "md"))
     return d, dest
+
+
+def portability(d: Diagnosis, model: Any, catalogue: Catalogue | None, progress: Progress) -> None:
+    """The target stack's portability gaps (porter ops) into d.extras, and their fixes into the plan."""
+    if model is None:
+        d.extras.setdefault("warnings", []).append("--ops needs a live capture of a MODEL; not run")
+        return
+    from porter.analysis.fixes import load_catalogue
+    from porter.ops.in_diagnosis import fix_records, portability_block
+
+    progress("checking each op on the target stack (porter ops)")
+    cat = catalogue or load_catalogue()
+    block = portability_block(model, d.target.manifest.get("target") or {}, _records(d.by_framework_op), cat)
+    if block is None:
+        return
+    d.extras["portability"] = block
+    fixes = list(d.extras.get("fixes") or [])
+    d.extras["fixes"] = fixes + fix_records(block["flagged"], cat, len(fixes) + 1)
 
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,

@@ -9,6 +9,7 @@ sits beside its gross loss and gross win.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Any
 
@@ -185,8 +186,11 @@ def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
     lines = wrap(f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):", width)
     for i, f in enumerate(fixes[:top], 1):
         lo, hi = f["days"]
-        gain = (f"saves up to {_us(f['recoverable_us'])}" if f["kind"] == "perf"
-                else f"accuracy: local error {f['severity']:.3g}x tolerance")
+        rec, sev = f.get("recoverable_us"), f.get("severity")
+        gain = (f"saves up to {_us(rec)}" if f["kind"] == "perf" and rec is not None and math.isfinite(rec)
+                else f"accuracy: local error {sev:.3g}x tolerance" if sev is not None and math.isfinite(sev)
+                else "closes a portability gap (porter ops)" if "porter ops:" in str(f.get("why", ""))
+                else "saving unknown (no cost model for these ops)")
         lines += wrap(f"{i}. {f['title']}", width, "  ", "   ")
         lines += wrap(f"{gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence", width, "     ", "")
         ops, mods = list(f.get("ops") or []), list(f.get("modules") or [])

@@ -19,9 +19,9 @@ import numpy as np
 
 from porter.atomic import atomic_write_text
 from porter.errors import PorterError
-from reports.model import Accuracy, AccuracyRow, Fix, Note, OpShapeRow, ReportModel, Side, Spread, TimeRow
+from reports.model import Accuracy, AccuracyRow, Fix, Note, OpShapeRow, PortabilityRow, ReportModel, Side, Spread, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
-from porter.units import fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
+from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
@@ -165,6 +165,8 @@ def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRo
     for r in rows or []:
         op, top = str(r.get("framework_op") or ""), str(r.get("target_framework_op") or "")
         key = op if not top or top == op else f"{op} \u2192 {top}"
+        if r.get("portability"):  # diagnose --ops: the target op fell back, failed or is off numerically
+            key += f" [{r['portability']} on target]"
         out.append(TimeRow(
             key=key or "(unnamed)",
             source_us=_f(r.get("source_us")) or 0.0,
@@ -191,6 +193,30 @@ def _notes(unmatched: dict) -> list[Note]:
                 detail=f"{r.get('count', '?')} calls, {r.get('op_class') or 'other'}, {fmt_pct(share)} of the {side}'s time",
             ))
     return out
+
+
+def _portability(block: dict | None) -> list[PortabilityRow]:
+    """diagnosis.json `portability` (diagnose --ops) -> rows for the Portability section."""
+    out = []
+    for r in (block or {}).get("flagged") or []:
+        days = r.get("days") or []
+        fix = f"{r.get('fix_title')} [{r.get('tier')}, {fmt_days(*days)}]" if r.get("fix_title") and len(days) == 2 else ""
+        out.append(PortabilityRow(
+            op=str(r.get("op") or ""), status=str(r.get("status") or ""), label=str(r.get("label") or r.get("status") or ""),
+            where=", ".join(m or "(root)" for m in r.get("modules") or []), calls=int(r.get("calls") or 0),
+            evidence=str(r.get("evidence") or ""), predicted=str(r.get("predicted") or ""), fix=fix,
+            time_share=_f(r.get("time_share")),
+        ))
+    return out
+
+
+def _portability_summary(block: dict | None) -> str:
+    if not block:
+        return ""
+    counts = ", ".join(f"{n} {k}" for k, n in (block.get("counts") or {}).items() if n)
+    agree, judged = (block.get("agreement") or [0, 0])[:2]
+    return (f"porter ops ran each of the model's {block.get('ops_checked', 0)} op variations alone on "
+            f"{block.get('target')}: {counts}; the stack's registries predicted {agree} of {judged} correctly.")
 
 
 # ---------------------------------------------------------------- accuracy and fixes (porter.analysis.accuracy, porter.analysis.fixes)
@@ -352,6 +378,8 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),
         notes=_notes(d.get("unmatched") or {}),
+        portability=_portability(d.get("portability")),
+        portability_summary=_portability_summary(d.get("portability")),
         method=_method(d, e2e),
         command=_command(d, src, tgt),
         created_at=str(d.get("created_at") or ""),

@@ -152,6 +152,22 @@ class Note:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class PortabilityRow:
+    """An op of the model the target stack runs badly (porter ops): fell back, unsupported,
+    numerically off, or decomposed into many ops; with its cost from the fix catalogue."""
+
+    op: str
+    status: str
+    label: str  # status, with what it decomposes into
+    where: str  # module paths
+    calls: int
+    evidence: str
+    predicted: str  # what the registries predicted
+    fix: str  # catalogue fix title, tier and days ("" when none)
+    time_share: float | None  # the op's share of the target's time
+
+
 @dataclass
 class ReportModel:
     model: str
@@ -174,6 +190,8 @@ class ReportModel:
     by_module_kind: list[TimeRow] = field(default_factory=list)
     wall_ratio: float | None = None  # target / source median step wall time (live captures)
     by_op_shape: list[OpShapeRow] = field(default_factory=list)  # largest absolute gap first
+    portability: list[PortabilityRow] = field(default_factory=list)  # porter ops on the target (diagnose --ops)
+    portability_summary: str = ""
 
     @property
     def excess_us(self) -> float:

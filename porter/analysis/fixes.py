@@ -77,6 +77,8 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
     "became_sort": ((bool,), "the target's op is a sort where the source's is not (median, quantile, unique lowered to a sort)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
+    "op_status": ((list,), "the op's portability status on the target (porter ops) in the list"),
+    "has_decomposition": ((bool,), "torch has a core ATen decomposition for the op (porter ops)"),
 }
 # Conditions that name a specific symptom (count as evidence for confidence).
 _SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
@@ -320,6 +322,10 @@ def symptoms_of(row: Mapping[str, Any]) -> Symptoms:
 def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
     """Whether every condition holds for one symptoms row (unknown values never satisfy)."""
     for key, want in cond.items():
+        if key == "op_status" and s.get("op_status") not in want:  # only porter ops rows carry it
+            return False
+        if key == "has_decomposition" and bool(s.get("has_decomposition")) != want:
+            return False
         if key == "op_class" and s["op_class"] not in want:
             return False
         if key == "target_dtype" and s["target_dtype"] not in [canonical_dtype(w) or w for w in want]:
