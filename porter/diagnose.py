@@ -93,11 +93,17 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
 
 # ---------------------------------------------------------------- analysis
 
+def live_pair(source: Bundle, target: Bundle) -> bool:
+    """Both sides are porter's own captures of one model: their ops carry the same module tags."""
+    fs, ft = model_fingerprint(source.manifest), model_fingerprint(target.manifest)
+    return bool(fs) and fs == ft and source.manifest.get("kind") == target.manifest.get("kind") == "capture"
+
+
 def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
             accuracy: dict[str, Any] | None = None) -> Diagnosis:
     """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy_run's block."""
     t0 = time.perf_counter()
-    al = align(source.ops, target.ops, source.kernels, target.kernels)
+    al = align(source.ops, target.ops, source.kernels, target.kernels, identity=live_pair(source, target))
     t1 = time.perf_counter()
     e2e = end_to_end(al, source.ops, target.ops, wall_spread(source.manifest), wall_spread(target.manifest))
     d = Diagnosis(

@@ -36,7 +36,8 @@ import pandas as pd
 from porter.analysis.infer_scope import infer_synthetic_scopes
 from porter.analysis.optime import OpTimes, op_times
 
-EVIDENCE: tuple[str, ...] = ("scope", "scope+fused", "scope~", "scope~+fused", "sequence", "sequence-gap", "name")
+EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "scope", "scope+fused", "scope~", "scope~+fused",
+                             "sequence", "sequence-gap", "name")
 UNMATCHED = -1
 MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
 MAX_ATTACH_RUN = 4  # longest one-sided run attached to a neighbour outside a scope
@@ -86,6 +87,8 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
 
     A unit is one op, except that consecutive synthetic ops repeating the kernels of the
     same donor op (an aten::mm's memset + GEMM) form one unit, as their donor would.
+    ``wrapper`` marks ops whose direct children are charged more than they are
+    (aten::linear around aten::addmm): their work is the children's, their own time is dispatch.
     """
     t = times.values.reindex(ops["op_id"].to_numpy()).to_numpy()
     keep = t > 0
@@ -93,6 +96,8 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     f["time"] = t[keep]
     f["donor"] = donor.to_numpy()[keep]
     f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
+    child_t = pd.Series(t, index=ops["op_id"].to_numpy()).groupby(ops["parent_id"].to_numpy()).sum()
+    f["wrapper"] = f["time"].to_numpy() < child_t.reindex(f["op_id"].to_numpy()).fillna(0.0).to_numpy()
     f = f.sort_values(["step", "start_us", "op_id"], kind="stable").reset_index(drop=True)
     d = f["donor"].to_numpy()
     new_unit = np.ones(len(f), dtype=bool)
@@ -102,7 +107,7 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     agg = f.groupby("unit", sort=True).agg(
         op_ids=("op_id", list), step=("step", "first"), module=("module", "first"), op_class=("op_class", "first"),
         fw=("fw", "first"), start_us=("start_us", "first"), synthetic=("synthetic", "first"),
-        time=("time", "sum"), inferred=("inferred", "first"))
+        time=("time", "sum"), inferred=("inferred", "first"), wrapper=("wrapper", "first"))
     return agg.reset_index(drop=True)
 
 
@@ -327,12 +332,18 @@ DEFAULT_STRATEGIES: tuple[Strategy, ...] = (_pass_scope, _pass_scope_fuzzy, _pas
 
 def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
           source_kernels: pd.DataFrame | None = None, target_kernels: pd.DataFrame | None = None,
-          strategies: Sequence[Strategy] = DEFAULT_STRATEGIES) -> Alignment:
+          strategies: Sequence[Strategy] = DEFAULT_STRATEGIES, identity: bool = False) -> Alignment:
     """Align two runs' ops tables (schema frames) into matched groups.
 
     With the kernels tables, synthetic ops first get the scope of the op that launches
-    the same kernels in the same run (porter.analysis.infer_scope).
+    the same kernels in the same run (porter.analysis.infer_scope). identity: both are
+    live captures of one model, so ops pair by the module porter tagged them with
+    (porter.analysis.align_identity) instead of the heuristic passes.
     """
+    if identity:
+        from porter.analysis.align_identity import pass_identity
+
+        strategies = (pass_identity,)
     st, tt = op_times(source_ops), op_times(target_ops)
     s_don = t_don = None
     if source_kernels is not None:
@@ -363,6 +374,9 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
         "source_units_scope_inferred": int(src["inferred"].sum()),
         "target_units_scope_inferred": int(tgt["inferred"].sum()),
     }
+    if identity:  # host overhead: self time of wrapper ops (dispatch; their work is their children's)
+        stats.update(source_wrapper_us=float(src.loc[src["wrapper"], "time"].sum()),
+                     target_wrapper_us=float(tgt.loc[tgt["wrapper"], "time"].sum()))
     return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
 
 
