@@ -63,11 +63,29 @@ def stack_path(qualified: str) -> str:
 
 
 def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
-    """Graph node name -> innermost module path ('' for the root forward)."""
-    out = {}
+    """Graph node name -> innermost module path ('' for the root forward).
+
+    Nodes a pattern rewrite made (e.g. the fused SDPA that replaces bmm-softmax-bmm) carry
+    no nn_module_stack; each takes the deepest common module of its neighbours (inputs and
+    users) that have one, so it is not pulled to the root.
+    """
+    out: dict[str, str] = {}
+    unknown = []
     for node in gm.graph.nodes:
-        stack = node.meta.get("nn_module_stack") or {}
-        out[node.name] = stack_path(list(stack.values())[-1][0]) if stack else ""
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            out[node.name] = stack_path(list(stack.values())[-1][0])
+        elif node.op == "call_function":
+            unknown.append(node)
+        else:
+            out[node.name] = ""
+    for _ in range(2):  # a chain of rewritten nodes: the second round reaches its middle
+        for node in unknown:
+            known = [out[n.name] for n in (*node.all_input_nodes, *node.users) if out.get(n.name)]
+            if known and node.name not in out:
+                out[node.name] = common_path(known)
+    for node in unknown:
+        out.setdefault(node.name, "")
     return out
 
 
