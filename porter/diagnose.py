@@ -111,7 +111,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         groups=group_table(al),
         by_module=rollup(al, al.source_ops, al.target_ops, "module"),
         by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
-        by_class=rollup(al, source.ops, target.ops, "op_class"),
+        by_class=rollup(al, al.source_ops, al.target_ops, "op_class"),
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )

@@ -78,6 +78,8 @@ OPS_COLUMNS: tuple[Column, ...] = (
     Column("dtypes", "str", "", "JSON list of input dtypes, '' when not recorded"),
     Column("concrete_inputs", "str", "", "JSON list of scalar inputs (stride, padding, causal...), '' when not recorded", optional=True),
     Column("synthetic", "bool", "", "True for a stand-in op that owns kernels no op launched"),
+    Column("members", "str", "", "a fused op's members by module: JSON [[module, op, estimated cost share], ...], "
+                                 "'' unless it spans modules", optional=True),
 )
 
 KERNEL_COLUMNS: tuple[Column, ...] = (

@@ -8,6 +8,7 @@ trace can be looked up by (program, op name) without recompiling anything.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -117,6 +118,7 @@ class HloOp:
     op_class: str
     opcode: str
     op_name: str
+    members: str = ""  # JSON [[module, op, share], ...] when a fusion spans modules (HloModuleIndex.members)
 
 
 @dataclass
@@ -125,6 +127,35 @@ class _Instr:
     op_name: str
     target: str
     called: tuple[int, ...]
+    dims: tuple[int, ...] = ()  # output dims (a tuple output: empty, elems summed)
+    elems: int = 1
+    operands: tuple[int, ...] = ()
+    id: int = -1
+
+
+# Fused members that move no data of their own and do no arithmetic: left out of the split.
+_FREE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "iota", "broadcast"})
+
+
+def member_cost(instr: _Instr, operands: list[_Instr]) -> float:
+    """Estimated arithmetic of one fused instruction, from HLO shapes (an estimate).
+
+    dot: 2 * output elements * K, K = sqrt(lhs * rhs / out) (exact for a plain matmul);
+    convolution: 2 * output elements * (kernel elements / output features), output features
+    being the largest output dim the kernel also has; reduce: its input elements; anything
+    else: its output elements (one operation per element).
+    """
+    out = max(instr.elems, 1)
+    if instr.opcode == "dot" and len(operands) >= 2:
+        k = (max(operands[0].elems, 1) * max(operands[1].elems, 1) / out) ** 0.5
+        return 2.0 * out * max(k, 1.0)
+    if instr.opcode == "convolution" and len(operands) >= 2:
+        common = set(instr.dims) & set(operands[1].dims)
+        feat = max(common) if common else 1
+        return 2.0 * out * max(operands[1].elems / feat, 1.0)
+    if instr.opcode == "reduce" and operands:
+        return float(max(operands[0].elems, 1))
+    return float(out)
 
 
 @dataclass
@@ -151,6 +182,28 @@ class HloModuleIndex:
                     todo.extend(self.computations.get(cid, ()))
         return found
 
+    def members(self, instr: _Instr) -> list[tuple[str, str, float]]:
+        """(module, framework op, share of estimated cost) of the instructions a fusion holds,
+        one entry per module, largest first; empty unless they span two modules or more."""
+        by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
+        if not by_id:
+            return []
+        parent_scope = scope_and_op(self.op_name_of(instr))
+        cost: dict[str, float] = {}
+        top: dict[str, tuple[float, str]] = {}
+        for member in by_id.values():
+            if member.opcode in _FREE:
+                continue
+            module, op = scope_and_op(member.op_name) if member.op_name else parent_scope
+            c = member_cost(member, [by_id[o] for o in member.operands if o in by_id])
+            cost[module] = cost.get(module, 0.0) + c
+            if c > top.get(module, (-1.0, ""))[0]:
+                top[module] = (c, op or member.opcode)
+        total = sum(cost.values())
+        if len(cost) < 2 or total <= 0:
+            return []
+        return sorted(((m, top[m][1], c / total) for m, c in cost.items()), key=lambda r: -r[2])
+
     def op_name_of(self, instr: _Instr) -> str:
         """The instruction's op_name, else its fused root's (fusions may carry none)."""
         if instr.op_name:
@@ -166,6 +219,13 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
+def _prod(dims: Iterable[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
 def index_module(hlo_proto: Any) -> HloModuleIndex:
     """Index an HloProto message (profilers.xspace_proto) by instruction name."""
     mod = hlo_proto.hlo_module
@@ -173,11 +233,15 @@ def index_module(hlo_proto: Any) -> HloModuleIndex:
     for comp in mod.computations:
         instrs = []
         for ins in comp.instructions:
+            dims = tuple(int(d) for d in ins.shape.dimensions)
+            elems = (sum(_prod(t.dimensions) for t in ins.shape.tuple_shapes) if len(ins.shape.tuple_shapes)
+                     else _prod(dims))
             info = _Instr(
                 opcode=_text(ins.opcode),
                 op_name=_text(ins.metadata.op_name),
                 target=_text(ins.custom_call_target),
                 called=tuple(ins.called_computation_ids),
+                dims=dims, elems=elems, operands=tuple(ins.operand_ids), id=int(ins.id),
             )
             instrs.append(info)
             idx.instrs.setdefault(_text(ins.name), info)
@@ -223,6 +287,8 @@ class HloIndex:
         heavy = mod.heavy_class(instr) if (mod and instr) else ""
         if heavy and cls not in ("conv", "matmul", "attention"):
             cls = heavy
-        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name)
+        members = mod.members(instr) if (mod and instr and instr.called) else []
+        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
+                    members=json.dumps([[m, o, round(w, 6)] for m, o, w in members]) if members else "")
         self._cache[key] = hit
         return hit

@@ -131,7 +131,8 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
     """One op row per group (steps[i] its step), one kernel row per event; times in us from the first event."""
     origin = min((g[0].start_ps for g in groups), default=0)
     ops: dict[str, list] = {k: [] for k in ("op_id", "name", "framework_op", "op_class", "module", "stream",
-                                            "start_us", "host_us", "device_us", "kernel_count", "kernels", "synthetic")}
+                                            "start_us", "host_us", "device_us", "kernel_count", "kernels", "synthetic",
+                                            "members")}
     kern: dict[str, list] = {k: [] for k in ("op_id", "name", "kind", "device_id", "stream", "start_us",
                                              "dur_us", "correlation", "step")}
     for op_id, group in enumerate(groups):
@@ -141,8 +142,10 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
         if hlo:
             info = index.lookup(_program(first.stats), str(first.stats.get("hlo_module", "")), str(hlo), knames)
             name, fw, cls, module = str(hlo), info.framework_op, info.op_class, info.module
+            members = info.members
         else:
             name, fw, cls, module = first.name, "", classify("", knames), NO_MODULE
+            members = ""
         dur_ps = sum(e.dur_ps for e in group)
         corr = [e.stats.get("correlation_id") for e in group]
         host = sum(launches.get(c, (0, 0))[1] for c in corr if isinstance(c, int))
@@ -158,6 +161,7 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
         ops["kernel_count"].append(len(group))
         ops["kernels"].append("\n".join(knames))
         ops["synthetic"].append(not hlo)
+        ops["members"].append(members)
         for e, c in zip(group, corr):
             kern["op_id"].append(op_id)
             kern["name"].append(e.name)

@@ -96,10 +96,16 @@ _MESSAGES: dict[str, tuple[tuple[str, int, int, bool, str], ...]] = {
     "HloInstructionProto": (
         ("name", 1, _BYTES, False, ""),
         ("opcode", 2, _BYTES, False, ""),
+        ("shape", 3, _MSG, False, "ShapeProto"),
         ("metadata", 7, _MSG, False, "OpMetadata"),
         ("custom_call_target", 28, _BYTES, False, ""),
         ("id", 35, _I64, False, ""),
+        ("operand_ids", 36, _I64, True, ""),
         ("called_computation_ids", 38, _I64, True, ""),
+    ),
+    "ShapeProto": (
+        ("dimensions", 3, _I64, True, ""),
+        ("tuple_shapes", 4, _MSG, True, "ShapeProto"),
     ),
     "OpMetadata": (
         ("op_type", 1, _BYTES, False, ""),

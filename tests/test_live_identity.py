@@ -29,6 +29,10 @@ LIBRARY = MODELS / "library_models.py"
 FAILING = MODELS / "failing_models.py"
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
 MIN_COVERAGE = 0.98  # the bar: share of each side's charged time inside matched groups
+# host ranges torch.compile's runtime opens around a compiled graph (no eager counterpart)
+COMPILED_REGION_HOST_OPS = {"TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "## Call CompiledFxGraph None ##",
+                            "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue", "aten::empty", "aten::empty_strided",
+                            "aten::as_strided", "aten::transpose", "aten::empty_like"}
 
 
 # ---------------------------------------------------------------- identity pairing on small tables
@@ -118,7 +122,20 @@ def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
             if real:
                 assert label in set(name.loc[real]) | set(ops.set_index("op_id")["name"].loc[real]), (side, label)
     cov = d.coverage()
-    assert cov["source"] >= MIN_COVERAGE and cov["target"] >= MIN_COVERAGE, cov
+    assert cov["source"] >= MIN_COVERAGE, cov
+    if target == "cpu:inductor":
+        # the compiled region's own host work (guard checks, graph wrappers) runs outside every
+        # module and eager has nothing like it: all that is left unmatched, and only that
+        stats = d.alignment.stats
+        tt = d.alignment.target_times
+        member = d.alignment.target_group
+        left = set(member.index[member.to_numpy() == UNMATCHED])
+        tops = d.alignment.target_ops.set_index("op_id")
+        assert set(tops.loc[sorted(left), "module"]) <= {""}
+        assert set(tops.loc[sorted(left), "name"]) <= COMPILED_REGION_HOST_OPS, set(tops.loc[sorted(left), "name"])
+        assert cov["target"] + stats["target_unmatched_outside_modules_us"] / tt.total == pytest.approx(1.0)
+    else:
+        assert cov["target"] >= MIN_COVERAGE, cov
     # the module paths of groups are the model's own (both sides tag the same paths)
     paths = {n.replace(".", "/") for n, _ in __import__("torch").nn.Module.named_modules(_model(model))} | {""}
     assert set(groups["module"]) <= paths
