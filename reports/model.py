@@ -133,6 +133,8 @@ class ReportModel:
     warnings: list[str] = field(default_factory=list)
     by_module_kind: list[TimeRow] = field(default_factory=list)
     wall_ratio: float | None = None  # target / source median step wall time (live captures)  # instances folded: every layer's attention as one row
+    source_coverage: float | None = None  # share of source time matched to target ops
+    split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
 
     @property
     def time_fixes(self) -> list[Fix]:

@@ -189,3 +189,22 @@ def test_factory_import_error_keeps_the_real_cause_and_debug_prints_the_chain(tm
     assert r.returncode == 2
     assert "The above exception was the direct cause" in r.stderr and "_load()" in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("porter: error:")
+
+
+def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
+    import gzip
+    import json
+
+    from reports.build import model_from_diagnosis
+    from reports.view import summary_points
+
+    d = json.loads(gzip.decompress((Path(__file__).parents[1] / "fixtures" / "golden" /
+                                    "bert_small_h100_mi300x.diagnosis.json.gz").read_bytes()))
+    d["alignment"]["coverage"] = {"source": 0.991, "target": 0.982}
+    d["alignment"]["stats"].update(source_split_by_estimate_share=0.0, target_split_by_estimate_share=0.064)
+    sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
+    assert "98% of the target's time" in sure and "(99% of the source's)" in sure
+    assert "6.4% of the target's time is placed by that estimate" in sure and "source's time is placed" not in sure
+    d["alignment"]["stats"].pop("target_split_by_estimate_share")
+    sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
+    assert "estimate" not in sure  # recorded traces: nothing split
