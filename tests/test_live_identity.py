@@ -150,18 +150,20 @@ def _model(name: str):
 # ---------------------------------------------------------------- failures
 
 @pytest.mark.slow
-@pytest.mark.parametrize("factory, op, category", [
-    ("unique_model", "aten::_unique2", "data-dependent shape"),
-    ("nonzero_model", "aten::nonzero", "data-dependent shape"),
-    ("custom_op_model", "mylib::fancy_act", "custom op without a lowering"),
-    ("chalf_model", "Tensor.to", "dtype unsupported"),
+@pytest.mark.parametrize("factory, target, op, category", [
+    ("unique_model", "xla", "aten::_unique2", "data-dependent shape"),
+    ("nonzero_model", "xla", "aten::nonzero", "data-dependent shape"),
+    ("custom_op_model", "xla", "mylib::fancy_act", "custom op without a lowering"),
+    ("chalf_model", "xla", "Tensor.to", "dtype unsupported"),
+    ("custom_op_model", "cpu:ort", "mylib::fancy_act", "custom op without a lowering"),
+    ("chalf_model", "cpu:ort", "aten::_to_copy", "dtype unsupported"),
 ])
-def test_failure_names_op_module_category_and_leaves_nothing_hidden(factory, op, category, tmp_path):
+def test_failure_names_op_module_category_and_leaves_nothing_hidden(factory, target, op, category, tmp_path):
     out = tmp_path / "diag"
     out.mkdir()
     (out / "keep.txt").write_text("the user's file\n")
     with pytest.raises(PorterError) as info:
-        diagnose_specs("cpu", "xla", out, model=f"{FAILING}:{factory}", capture_options=OPTS, report=False)
+        diagnose_specs("cpu", target, out, model=f"{FAILING}:{factory}", capture_options=OPTS, report=False)
     line = info.value.one_line()
     assert "\n" not in line
     assert f"op {op} " in line and "in module body/act" in line and f": {category}: " in line, line

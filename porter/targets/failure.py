@@ -23,6 +23,8 @@ import torch
 from porter.targets.base import CaptureFailure, module_path
 
 OP_PATTERNS = (
+    re.compile(r"OpOverload\(op='([\w.]+)'"),  # torch.onnx dispatch: no ONNX function for this op
+    re.compile(r"target=torch\.ops\.(\w+\.\w+)"),  # an FX node that failed to translate
     re.compile(r"call_function ([\w.]+(?:::[\w.]+)?)"),  # dynamo: failed FX node
     re.compile(r"CustomOpDef\(([\w.:]+)\)"),
     re.compile(r"Could not run '([\w.:]+)'"),  # dispatcher: no kernel for this backend
@@ -35,7 +37,7 @@ NO_LOWERING = "no lowering"
 DATA_DEPENDENT = "data-dependent shape"
 CUSTOM_OP = "custom op without a lowering"
 DTYPE = "dtype unsupported"
-OTHER = "error"
+OTHER = "op error"  # none of the above: the op itself raised (shapes, values)
 CATEGORIES = (NO_LOWERING, DATA_DEPENDENT, CUSTOM_OP, DTYPE, OTHER)
 HINTS = {
     NO_LOWERING: "the stack has no lowering for this op: rewrite it with supported ops or register a lowering",
@@ -49,16 +51,17 @@ _RULES = (
     (DATA_DEPENDENT, re.compile(r"Concretization|TracerBoolConversion|TracerArrayConversion|NonConcreteBooleanIndex|"
                                 r"DynamicOutputShape|DataDependent|data-dependent|GuardOnDataDependent", re.I)),
     (DTYPE, re.compile(r"unknown type: torch\.\w+|unsupported (?:d)?type|dtype \S+ is not supported|"
-                       r"not implemented for '\w+'|doesn't support tensors of type", re.I)),
+                       r"not implemented for '\w+'|doesn't support tensors of type|"
+                       r"KeyError: torch\.(?:complex|float|bfloat|u?int|bool|q)\w*", re.I)),
     (NO_LOWERING, re.compile(r"OperatorNotFound|has no lowering|no lowering|Could not run '|not implemented for|"
-                             r"NotImplementedError", re.I)),
+                             r"NotImplementedError|No ONNX function found|No decompositions registered", re.I)),
 )
 CORE_NAMESPACES = ("aten", "prims", "torch", "Tensor")
 
 
 def categorize(exc: BaseException, op: str) -> str:
     """Which of CATEGORIES an error is, from the stack's own exception (and its causes)."""
-    text = " ".join(f"{type(e).__name__}: {e}" for e in _chain(exc))
+    text = " ".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))
     for category, pattern in _RULES:
         if pattern.search(text):
             if category == NO_LOWERING and op and not op.startswith(CORE_NAMESPACES):
@@ -69,7 +72,7 @@ def categorize(exc: BaseException, op: str) -> str:
     return OTHER
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     e: BaseException | None = exc
     while e is not None and e not in seen:
@@ -92,7 +95,7 @@ def op_from_frames(exc: BaseException) -> str:
     """The innermost op a dispatcher was handling when exc was raised (a frame local
     named func or op that is an op), '' when no frame holds one."""
     found = ""
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         for frame, _ in traceback.walk_tb(e.__traceback__):
             for key in ("func", "op"):
                 name = op_name(frame.f_locals.get(key))
@@ -107,8 +110,29 @@ def op_from_message(text: str) -> str:
     for pat in OP_PATTERNS:
         m = pat.search(text)
         if m:
-            return m.group(1)
+            return _canonical(m.group(1))
     return ""
+
+
+def chain_text(exc: BaseException) -> str:
+    """The messages of exc and every exception it was raised from, one per line."""
+    return "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))
+
+
+def module_from_fx_frames(exc: BaseException) -> str | None:
+    """The module of the innermost FX node a converter was handling (a frame local named node)."""
+    from porter.targets.inductor_attribution import stack_path
+
+    found = None
+    for e in exception_chain(exc):
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            node = frame.f_locals.get("node")
+            stack = getattr(node, "meta", {}).get("nn_module_stack") if isinstance(node, torch.fx.Node) else None
+            if stack:
+                found = stack_path(list(stack.values())[-1][0])
+        if found:
+            return found
+    return found
 
 
 def _submodules(root: torch.nn.Module) -> dict[int, str]:

@@ -25,7 +25,6 @@ from porter.targets.base import Activations, Availability, CaptureFailure, Prepa
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 PROFILE_WARMUP_RUNS = 1  # inside the profiled session: its first run pays for arena allocation
 _NCHWC = re.compile(r"_nchwc$")
-_ATEN_OP = re.compile(r"aten[.:]{1,2}[A-Za-z_0-9]+(?:\.[A-Za-z_0-9]+)?")
 
 
 @contextlib.contextmanager
@@ -42,20 +41,28 @@ def _quiet_exporter() -> Iterator[None]:
 
 def export_failure(model_name: str, exc: BaseException) -> CaptureFailure:
     """An export error as one line, naming the aten op and module when the message does."""
+    from porter.targets.failure import (HINTS, NO_LOWERING, categorize, chain_text, exception_chain,
+                                        module_from_fx_frames, op_from_message)
+
+    inner = exception_chain(exc)[-1]  # the exporter wraps the converter's own error
     text = str(exc)
-    op = _ATEN_OP.search(text)
     mod = re.search(r"(?:module|nn_module_stack)[^'\"]*['\"]([A-Za-z_][\w.]*)['\"]", text)
-    where = module_path(mod.group(1)) if mod else None
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return CaptureFailure(
+    where = module_path(mod.group(1)) if mod else module_from_fx_frames(exc)
+    first = next((line.strip() for line in str(inner).splitlines() if line.strip()), type(inner).__name__)
+    name = op_from_message(chain_text(exc))
+    op = bool(name)
+    category = categorize(exc, name)
+    failure = CaptureFailure(
         f"torch.onnx.export failed for model {model_name}"
-        + (f" at {op.group(0)}" if op else "")
+        + (f" at op {name}" if op else "")
         + (f" in module {where}" if where else "")
-        + f": {type(exc).__name__}: {first[:200]}",
-        op=op.group(0) if op else "",
+        + f": {category}: {type(inner).__name__}: {first[:200]}",
+        op=name,
         module=where,
-        hint="the op has no ONNX lowering in this torch/onnxscript; see torch.onnx's supported ops",
+        hint=HINTS.get(category, HINTS[NO_LOWERING]) + " (see torch.onnx's supported ops)",
     )
+    failure.category = category
+    return failure
 
 
 def module_of_nodes(onnx_path: Path) -> dict[str, dict[str, str]]:
