@@ -78,6 +78,34 @@ def test_identity_pairs_by_module_and_wrappers_never_name_a_group():
     assert list(root["source_ids"]) == [5] and list(root["target_ids"]) == [3]
 
 
+def test_a_fusion_spanning_modules_is_split_by_estimated_cost_and_stays_one_row():
+    import json
+
+    from porter.analysis.split_fused import split_fused
+
+    src = _ops([(1, -1, "l2/conv", "aten::convolution", 30.0), (2, -1, "l3/conv", "aten::convolution", 60.0),
+                (3, -1, "pool", "aten::mean", 10.0)])
+    # target (host basis, as XLA:CPU / inductor on CPU): one fusion tagged 'pool' holding both convs and the pool
+    tgt = _ops([(1, -1, "pool", "fusion.7", 200.0)])
+    tgt["members"] = json.dumps([["l3/conv", "conv_general_dilated", 0.6], ["l2/conv", "conv_general_dilated", 0.3],
+                                 ["pool", "reduce_sum", 0.1]])
+    split = split_fused(tgt)
+    assert split.estimated_us == pytest.approx(200.0) and split.split_ops == 1
+    rows = split.ops
+    assert (rows["op_id"] == 1).sum() == 1  # the fusion keeps its one row
+    kids = rows[rows["parent_id"] == 1].set_index("module")
+    assert kids.loc["l3/conv", "host_us"] == pytest.approx(120.0) and kids.loc["l2/conv", "host_us"] == pytest.approx(60.0)
+    assert kids.loc["l3/conv", "name"] == "fusion.7 [share of l3/conv, estimated]"
+    al = align(src, tgt, identity=True)
+    g = al.groups.set_index("module")
+    assert set(g.index) == {"l2/conv", "l3/conv", "pool"}  # each module gets its share, not 'pool' all of it
+    times = al.target_times.values
+    assert float(times.reindex(g.loc["pool", "target_ids"]).sum()) == pytest.approx(20.0)
+    assert float(times.loc[1]) == 0.0 and al.target_times.total == pytest.approx(200.0)
+    assert al.stats["target_split_by_estimate_share"] == pytest.approx(1.0)
+    assert al.stats["source_split_by_estimate_us"] == 0.0
+
+
 # ---------------------------------------------------------------- real models, live
 
 def _wrapper_ids(ops: pd.DataFrame) -> set[int]:
