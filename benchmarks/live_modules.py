@@ -85,6 +85,18 @@ def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, fl
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def step_medians(ops: Any, times: Any) -> dict[str, float]:
+    """Module -> median over profiled steps of its charged time in that step (robust to one
+    preempted step on a loaded machine)."""
+    import pandas as pd
+
+    t = times.reindex(ops["op_id"].to_numpy()).fillna(0.0).to_numpy()
+    f = pd.DataFrame({"module": ops["module"].to_numpy(), "step": ops["step"].to_numpy(), "t": t})
+    f = f[f["step"] >= 0]
+    per = f.groupby(["module", "step"])["t"].sum().unstack(fill_value=0.0)
+    return per.median(axis=1).to_dict()
+
+
 def check(model: str, target: str, out: Path) -> None:
     from porter.capture.models import load_model
     from porter.capture.options import CaptureOptions
@@ -119,16 +131,22 @@ def check(model: str, target: str, out: Path) -> None:
             indep[path] = t
         except Exception as exc:  # a module that does not run alone: said, not hidden
             print(f"  {path}: not run alone ({type(exc).__name__}: {str(exc)[:80]})")
-    print("top 3 gaps by module (leaf modules; per step, diagnosed vs run alone, median of "
-          f"{REPEATS} interleaved):")
+    med = {side: step_medians(ops, times.values) for side, ops, times in
+           (("src", d.alignment.source_ops, d.alignment.source_times), ("tgt", d.alignment.target_ops, d.alignment.target_times))}
+    timed = stack in ("xla", "inductor")
+    print("top 3 gaps by module (leaf modules; per step: diagnosed mean, diagnosed median over steps, run alone "
+          f"median of {REPEATS} interleaved):")
     for r in top.itertuples():
         t = indep.get(r.key)
-        alone = f"alone {t['src']:.1f} -> {t['tgt']:.1f} us (x{t['tgt'] / t['src']:.2f})" if t else "alone: -"
-        print(f"  {r.key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us (x{r.ratio:.2f}); {alone}")
+        alone = f"alone {t['src']:.1f} -> {t['tgt']:.1f} us (x{t['tgt'] / t['src']:.2f})" if t else "alone: not timed"
+        ms, mt = med["src"].get(r.key, 0.0), med["tgt"].get(r.key, 0.0)
+        print(f"  {r.key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us (x{r.ratio:.2f}); "
+              f"median {ms:.1f} -> {mt:.1f} us (x{mt / ms if ms else float('nan'):.2f}); {alone}")
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = indep.get(r.module)
-        alone = f"alone x{t['tgt'] / t['src']:.2f}" if t else "alone: not a leaf module"
+        alone = (f"alone x{t['tgt'] / t['src']:.2f}" if t else
+                 "alone: not a leaf module" if timed and r.module not in leaves else "alone: not timed")
         print(f"  {r.module or '(root)'} [{r.evidence}]: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us "
               f"(x{r.ratio:.2f}); {alone}")
     from reports.build import fix_where

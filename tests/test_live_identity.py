@@ -238,3 +238,17 @@ def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
     d["alignment"]["stats"].pop("target_split_by_estimate_share")
     sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
     assert "estimate" not in sure  # recorded traces: nothing split
+
+
+@pytest.mark.slow
+def test_debug_prints_the_users_code_in_the_chained_traceback_of_a_capture_failure(tmp_path):
+    args = ("diagnose", f"{FAILING}:custom_op_model", "--from", "cpu", "--to", "xla", "-o", str(tmp_path / "d"),
+            "--no-report", "--steps", "1", "--warmup", "0", "--repeats", "1")
+    plain = run_porter(*args)
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    r = run_porter("--debug", *args)
+    assert r.returncode == 2
+    assert "failing_models.py" in r.stderr and "in forward" in r.stderr  # the user's forward, from the stack's own error
+    assert "The above exception was the direct cause" in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("porter: error: op mylib::fancy_act failed on the xla stack in module body/act")
