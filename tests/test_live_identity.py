@@ -76,6 +76,9 @@ def test_identity_pairs_by_module_and_wrappers_never_name_a_group():
                           (3, -1, "", "copy", 1.0)]), identity=True)
     root = al.groups.set_index("module").loc[""]
     assert list(root["source_ids"]) == [5] and list(root["target_ids"]) == [3]
+    # work handed up passes through enclosing modules that have no time of their own
+    al = align(_ops([(1, -1, "enc/layer/0/attn", "aten::bmm", 5.0)]), _ops([(1, -1, "enc", "fusion", 4.0)]), identity=True)
+    assert list(al.groups["module"]) == ["enc"] and al.coverage() == {"source": 1.0, "target": 1.0}
 
 
 def test_a_fusion_spanning_modules_is_split_by_estimated_cost_and_stays_one_row():

@@ -54,9 +54,15 @@ def pass_identity(g: _Groups) -> None:
     pending: dict[str, tuple[list[int], list[int], bool]] = {}
     for path in set(src) | set(tgt):
         pending[path] = (list(src.get(path, [])), list(tgt.get(path, [])), False)
+        up = path
+        while up:  # every enclosing module gets a slot, so rows handed up always reach one
+            up = _parent(up)
+            pending.setdefault(up, ([], [], False))
     # deepest first: a one-sided module hands its rows to its parent before the parent is looked at
     for path in sorted(pending, key=lambda p: (-_depth(p), p)):
         s_rows, t_rows, merged = pending.pop(path)
+        if not (s_rows or t_rows):
+            continue
         if s_rows and t_rows:
             g.add(sorted(s_rows), sorted(t_rows), ENCLOSING if merged else IDENTITY)
             g.rows[-1].update(module=path, target_module=path)
@@ -71,8 +77,7 @@ def pass_identity(g: _Groups) -> None:
 
 def _relabel_wrappers(g: _Groups) -> None:
     """Name each group after its largest non-wrapper op on each side."""
-    for side, frame, key_op, key_mod in (("source", g.src, "framework_op", "module"),
-                                        ("target", g.tgt, "target_framework_op", "target_module")):
+    for side, frame, key_op in (("source", g.src, "framework_op"), ("target", g.tgt, "target_framework_op")):
         wrap = frame["wrapper"].to_numpy()
         time = frame["time"].to_numpy()
         fw = frame["fw"].to_numpy()
