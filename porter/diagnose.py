@@ -103,7 +103,10 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
             accuracy: dict[str, Any] | None = None) -> Diagnosis:
     """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy_run's block."""
     t0 = time.perf_counter()
-    al = align(source.ops, target.ops, source.kernels, target.kernels, identity=live_pair(source, target))
+    live = live_pair(source, target)
+    al = align(source.ops, target.ops, source.kernels, target.kernels, identity=live)
+    # live pairs: the ops as aligned hold each split fusion's shares (porter.analysis.split_fused)
+    class_ops = (al.source_ops, al.target_ops) if live else (source.ops, target.ops)
     t1 = time.perf_counter()
     e2e = end_to_end(al, source.ops, target.ops, wall_spread(source.manifest), wall_spread(target.manifest))
     d = Diagnosis(
@@ -111,7 +114,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         groups=group_table(al),
         by_module=rollup(al, al.source_ops, al.target_ops, "module"),
         by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
-        by_class=rollup(al, al.source_ops, al.target_ops, "op_class"),
+        by_class=rollup(al, *class_ops, "op_class"),
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
