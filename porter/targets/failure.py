@@ -61,7 +61,7 @@ CORE_NAMESPACES = ("aten", "prims", "torch", "Tensor")
 
 def categorize(exc: BaseException, op: str) -> str:
     """Which of CATEGORIES an error is, from the stack's own exception (and its causes)."""
-    text = " ".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))
+    text = chain_text(exc)
     for category, pattern in _RULES:
         if pattern.search(text):
             if category == NO_LOWERING and op and not op.startswith(CORE_NAMESPACES):
@@ -73,6 +73,7 @@ def categorize(exc: BaseException, op: str) -> str:
 
 
 def exception_chain(exc: BaseException) -> list[BaseException]:
+    """exc, then what it was raised from (its cause, else its context), outermost first."""
     seen: list[BaseException] = []
     e: BaseException | None = exc
     while e is not None and e not in seen:
