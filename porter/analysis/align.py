@@ -381,7 +381,7 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     for strategy in strategies:
         before = len(g.rows)
         strategy(g)
-        per_pass[strategy.__name__.removeprefix("_pass_")] = len(g.rows) - before
+        per_pass[strategy.__name__.lstrip("_").removeprefix("pass_")] = len(g.rows) - before
     cols = ["group_id", "evidence", "inferred_scope", "module", "op_class", "framework_op", "target_module",
             "target_framework_op", "source_ids", "target_ids"]
     groups = pd.DataFrame(g.rows, columns=cols)
