@@ -8,13 +8,12 @@ trace can be looked up by (program, op name) without recompiling anything.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from porter.opclass import classify
-from porter.schema import MODULE_SEP, NO_MODULE
+from porter.schema import MODULE_SEP, NO_MODULE, encode_members
 from profilers.porter_tags import module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
@@ -182,27 +181,17 @@ class HloModuleIndex:
                     todo.extend(self.computations.get(cid, ()))
         return found
 
-    def members(self, instr: _Instr) -> list[tuple[str, str, float]]:
-        """(module, framework op, share of estimated cost) of the instructions a fusion holds,
-        one entry per module, largest first; empty unless they span two modules or more."""
+    def members(self, instr: _Instr) -> str:
+        """A fusion's instructions by module (porter.schema.encode_members: '' unless they span
+        two modules or more), each costed by member_cost."""
         by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
-        if not by_id:
-            return []
         parent_scope = scope_and_op(self.op_name_of(instr))
-        cost: dict[str, float] = {}
-        top: dict[str, tuple[float, str]] = {}
-        for member in by_id.values():
-            if member.opcode in _FREE:
-                continue
+
+        def entry(member: _Instr) -> tuple[str, str, float]:
             module, op = scope_and_op(member.op_name) if member.op_name else parent_scope
-            c = member_cost(member, [by_id[o] for o in member.operands if o in by_id])
-            cost[module] = cost.get(module, 0.0) + c
-            if c > top.get(module, (-1.0, ""))[0]:
-                top[module] = (c, op or member.opcode)
-        total = sum(cost.values())
-        if len(cost) < 2 or total <= 0:
-            return []
-        return sorted(((m, top[m][1], c / total) for m, c in cost.items()), key=lambda r: -r[2])
+            return module, op or member.opcode, member_cost(member, [by_id[o] for o in member.operands if o in by_id])
+
+        return encode_members(entry(m) for m in by_id.values() if m.opcode not in _FREE)
 
     def op_name_of(self, instr: _Instr) -> str:
         """The instruction's op_name, else its fused root's (fusions may carry none)."""
@@ -287,8 +276,7 @@ class HloIndex:
         heavy = mod.heavy_class(instr) if (mod and instr) else ""
         if heavy and cls not in ("conv", "matmul", "attention"):
             cls = heavy
-        members = mod.members(instr) if (mod and instr and instr.called) else []
         hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
-                    members=json.dumps([[m, o, round(w, 6)] for m, o, w in members]) if members else "")
+                    members=mod.members(instr) if (mod and instr and instr.called) else "")
         self._cache[key] = hit
         return hit

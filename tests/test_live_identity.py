@@ -255,3 +255,39 @@ def test_debug_prints_the_users_code_in_the_chained_traceback_of_a_capture_failu
     assert "The above exception was the direct cause" in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("porter: error: op mylib::fancy_act failed on the xla stack in module body/act")
+
+
+def test_an_ort_fused_node_lists_the_original_nodes_it_replaced_by_module():
+    import json
+
+    from onnx import TensorProto, helper
+
+    from porter.targets.onnxruntime import scopes_of_optimized
+
+    def vi(name, dims):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+    original = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["conv"], name="node_conv"),
+         helper.make_node("Add", ["conv", "x"], ["res"], name="node_add"),
+         helper.make_node("Relu", ["res"], ["relu"], name="node_relu"),
+         helper.make_node("ReduceMean", ["relu"], ["mean"], name="node_mean")],
+        "g", [vi("x", [1, 4, 8, 8])], [vi("mean", [1, 4, 1, 1])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [4, 4, 3, 3], [0.0] * 144)],
+        value_info=[vi("conv", [1, 4, 8, 8]), vi("res", [1, 4, 8, 8]), vi("relu", [1, 4, 8, 8])])
+    # ORT's NCHWc pass: one Conv computing 'relu' (conv + residual add + relu), named after that value
+    optimized = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w_reordered", "x"], ["reorder_token_0"], name="relu_nchwc"),
+         helper.make_node("ReorderOutput", ["reorder_token_0"], ["relu"], name="ReorderOutput"),
+         helper.make_node("ReduceMean", ["relu"], ["mean"], name="node_mean")],
+        "g", [vi("x", [1, 4, 8, 8])], [vi("mean", [1, 4, 1, 1])])
+    nodes = {"node_conv": {"module": "blk/conv", "framework_op": "aten::convolution"},
+             "node_add": {"module": "blk", "framework_op": "aten::add"},
+             "node_relu": {"module": "blk/relu", "framework_op": "aten::relu"},
+             "node_mean": {"module": "pool", "framework_op": "aten::mean"}}
+    out = scopes_of_optimized(original, optimized, nodes)
+    members = json.loads(out["relu_nchwc"]["members"])
+    assert members[0][0] == "blk/conv" and {m[0] for m in members} == {"blk/conv", "blk", "blk/relu"}
+    conv_cost, elem_cost = 2 * 256 * 36, 256  # 2 * output * (weight / output channels); one per element
+    assert members[0][2] == pytest.approx(conv_cost / (conv_cost + 2 * elem_cost), rel=1e-5)
+    assert "members" not in out["node_mean"]  # a node that replaced nothing is left as it was

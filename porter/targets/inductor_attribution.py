@@ -25,13 +25,14 @@ compiler, while it compiles, which FX nodes each kernel call computes:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 import torch
+
+from porter.schema import encode_members
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
@@ -142,19 +143,7 @@ def node_costs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, float]]:
 
 def members_json(nodes: list[str], record: RegionRecord) -> str:
     """A call's nodes by module with their share of its estimated cost; '' within one module."""
-    cost: dict[str, float] = {}
-    top: dict[str, tuple[float, str]] = {}
-    for n in nodes:
-        op, c = record.node_costs.get(n, ("", 0.0))
-        m = record.node_modules.get(n, "")
-        cost[m] = cost.get(m, 0.0) + c
-        if c > top.get(m, (-1.0, ""))[0]:
-            top[m] = (c, op)
-    total = sum(cost.values())
-    if len(cost) < 2 or total <= 0:
-        return ""
-    rows = sorted(((m, top[m][1], round(c / total, 6)) for m, c in cost.items()), key=lambda r: -r[2])
-    return json.dumps([list(r) for r in rows])
+    return encode_members((record.node_modules.get(n, ""), *record.node_costs.get(n, ("", 0.0))) for n in nodes)
 
 
 def fresh_nodes(record: RegionRecord) -> dict[str, list[str]]:
