@@ -99,6 +99,7 @@ def test_a_fusion_spanning_modules_is_split_by_estimated_cost_and_stays_one_row(
     kids = rows[rows["parent_id"] == 1].set_index("module")
     assert kids.loc["l3/conv", "host_us"] == pytest.approx(120.0) and kids.loc["l2/conv", "host_us"] == pytest.approx(60.0)
     assert kids.loc["l3/conv", "name"] == "fusion.7 [share of l3/conv, estimated]"
+    assert kids.loc["l3/conv", "op_class"] == "conv" and kids.loc["pool", "op_class"] == "reduction"
     al = align(src, tgt, identity=True)
     g = al.groups.set_index("module")
     assert set(g.index) == {"l2/conv", "l3/conv", "pool"}  # each module gets its share, not 'pool' all of it

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.optime import DEVICE, op_times
+from porter.opclass import classify_op
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ def split_fused(ops: pd.DataFrame) -> Split:
         estimated += t
         for module, op, share in members:
             child = r._asdict()
+            cls = classify_op(op) if op else "other"
             child.update(op_id=next_id, parent_id=r.op_id, module=module, framework_op=op,
+                         op_class=cls if cls != "other" else r.op_class,
                          name=f"{r.name} [share of {module or '(root)'}, estimated]", members="",
                          device_us=t * share if times.basis == DEVICE else 0.0,
                          host_us=t * share if times.basis != DEVICE else 0.0,
