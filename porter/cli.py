@@ -50,7 +50,21 @@ out = Console()
 err = Console(stderr=True)
 
 
+DEBUG = {"on": False}  # set by the global --debug option
+
+
+@app.callback()
+def options(debug: bool = typer.Option(False, "--debug", help="On an error, also print the full chained traceback "
+                                                                   "(the user's code and the stack's own error).")) -> None:
+    """Global options (before the command: porter --debug diagnose ...)."""
+    DEBUG["on"] = debug
+
+
 def fail(exc: PorterError) -> None:
+    if DEBUG["on"]:
+        import traceback
+
+        err.print("".join(traceback.format_exception(exc)), highlight=False, markup=False, soft_wrap=True)
     err.print(f"[bold red]porter: error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 

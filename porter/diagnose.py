@@ -112,11 +112,20 @@ def refuse_unrelated_pair(d: Diagnosis, force: bool, warnings: list[str]) -> Non
 
 # ---------------------------------------------------------------- analysis
 
+def live_pair(source: Bundle, target: Bundle) -> bool:
+    """Both sides are porter's own captures of one model: their ops carry the same module tags."""
+    fs, ft = model_fingerprint(source.manifest), model_fingerprint(target.manifest)
+    return bool(fs) and fs == ft and source.manifest.get("kind") == target.manifest.get("kind") == "capture"
+
+
 def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
             accuracy: dict[str, Any] | None = None) -> Diagnosis:
     """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy_run's block."""
     t0 = time.perf_counter()
-    al = align(source.ops, target.ops, source.kernels, target.kernels)
+    live = live_pair(source, target)
+    al = align(source.ops, target.ops, source.kernels, target.kernels, identity=live)
+    # live pairs: the ops as aligned hold each split fusion's shares (porter.analysis.split_fused)
+    class_ops = (al.source_ops, al.target_ops) if live else (source.ops, target.ops)
     t1 = time.perf_counter()
     e2e = end_to_end(al, source.ops, target.ops, wall_spread(source.manifest), wall_spread(target.manifest))
     d = Diagnosis(
@@ -124,7 +133,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         groups=group_table(al),
         by_module=rollup(al, al.source_ops, al.target_ops, "module"),
         by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
-        by_class=with_gross(rollup(al, source.ops, target.ops, "op_class"), class_gross(al, source.ops, target.ops)),
+        by_class=with_gross(rollup(al, *class_ops, "op_class"), class_gross(al, *class_ops)),
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )

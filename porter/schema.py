@@ -16,7 +16,9 @@ See docs/schema.md for the meaning of each column.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -78,6 +80,8 @@ OPS_COLUMNS: tuple[Column, ...] = (
     Column("dtypes", "str", "", "JSON list of input dtypes, '' when not recorded"),
     Column("concrete_inputs", "str", "", "JSON list of scalar inputs (stride, padding, causal...), '' when not recorded", optional=True),
     Column("synthetic", "bool", "", "True for a stand-in op that owns kernels no op launched"),
+    Column("members", "str", "", "a fused op's members by module: JSON [[module, op, estimated cost share], ...], "
+                                 "'' unless it spans modules", optional=True),
 )
 
 KERNEL_COLUMNS: tuple[Column, ...] = (
@@ -93,6 +97,23 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
 )
 
 KERNEL_KINDS = ("kernel", "memcpy", "memset")
+
+
+def encode_members(members: "Iterable[tuple[str, str, float]]") -> str:
+    """(module, op, estimated cost) of a fused op's members -> the ops.members JSON: one entry
+    per module, [module, its costliest op, its share of the cost], largest first; '' when they
+    all lie in one module (nothing to split) or carry no cost."""
+    cost: dict[str, float] = {}
+    top: dict[str, tuple[float, str]] = {}
+    for module, op, c in members:
+        cost[module] = cost.get(module, 0.0) + c
+        if c > top.get(module, (-1.0, ""))[0]:
+            top[module] = (c, op)
+    total = sum(cost.values())
+    if len(cost) < 2 or total <= 0:
+        return ""
+    rows = sorted(([m, top[m][1], round(c / total, 6)] for m, c in cost.items()), key=lambda r: (-r[2], r[0]))
+    return json.dumps(rows)
 
 _DTYPES = {"str": object, "int": np.int64, "float": np.float64, "bool": np.bool_}
 _UNKNOWN = {"str": "", "int": NO_ID, "float": np.nan, "bool": False}

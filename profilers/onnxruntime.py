@@ -53,6 +53,7 @@ def sniff(path: Path, head: bytes) -> bool:
 class Scope:
     module: str
     framework_op: str
+    members: str = ""  # a fused node's members by module (schema ops.members), from the side file
 
 
 def scope_from_namespace(namespace: str) -> Scope:
@@ -115,7 +116,8 @@ def load_node_scopes(profile: Path) -> dict[str, Scope]:
     out = {}
     for name, entry in doc.items():
         if isinstance(entry, dict):
-            out[name] = Scope(str(entry.get("module", "") or ""), str(entry.get("framework_op", "") or ""))
+            out[name] = Scope(str(entry.get("module", "") or ""), str(entry.get("framework_op", "") or ""),
+                              str(entry.get("members", "") or ""))
     return out
 
 
@@ -213,7 +215,7 @@ def read(path: Path) -> ReadResult:
     gpu_kernels = [e for e in work if e.cat == "Kernel"]
 
     ops: dict[str, list] = {k: [] for k in ("name", "framework_op", "op_class", "module", "step", "start_us",
-                                             "host_us", "input_shapes", "dtypes")}
+                                             "host_us", "input_shapes", "dtypes", "members")}
     by_node: dict[tuple[str, int], int] = {}
     for i, e in enumerate(sorted(nodes, key=lambda e: e.ts)):
         node = e.name[: -len(KERNEL_SUFFIX)]
@@ -226,7 +228,8 @@ def read(path: Path) -> ReadResult:
         for key, value in (("name", node), ("framework_op", framework_op),
                            ("op_class", classify(framework_op, [onnx_op] if onnx_op else [])),
                            ("module", scope.module if scope else ""), ("step", step),
-                           ("start_us", e.ts - t0), ("host_us", e.dur), ("input_shapes", shapes), ("dtypes", dtypes)):
+                           ("start_us", e.ts - t0), ("host_us", e.dur), ("input_shapes", shapes), ("dtypes", dtypes),
+                           ("members", scope.members if scope else "")):
             ops[key].append(value)
 
     kern: dict[str, list] = {k: [] for k in ("op_id", "step", "name", "start_us", "dur_us")}
@@ -252,7 +255,7 @@ def _gpu_kernels(kernels: list[Event], by_node: dict[tuple[str, int], int], runs
             op_id = len(ops["name"])
             for key, value in (("name", e.name), ("framework_op", ""), ("op_class", classify("", [e.name])),
                                ("module", ""), ("step", step), ("start_us", e.ts - t0), ("host_us", 0.0),
-                               ("input_shapes", ""), ("dtypes", "")):
+                               ("input_shapes", ""), ("dtypes", ""), ("members", "")):
                 ops[key].append(value)
             synthetic.append(True)
         for key, value in (("op_id", op_id), ("step", step), ("name", e.name), ("start_us", e.ts - t0), ("dur_us", e.dur)):

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from porter.opclass import classify
 from profilers.hlo_cost import HloCosts
-from porter.schema import MODULE_SEP, NO_MODULE
+from porter.schema import MODULE_SEP, NO_MODULE, encode_members
 from profilers.porter_tags import module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
@@ -123,6 +123,7 @@ class HloOp:
     bytes: float = float("nan")
     input_shapes: str = ""  # JSON operand dims, as kineto's Input Dims
     dtypes: str = ""
+    members: str = ""  # JSON [[module, op, share], ...] when a fusion spans modules (HloModuleIndex.members)
 
 
 @dataclass
@@ -131,6 +132,35 @@ class _Instr:
     op_name: str
     target: str
     called: tuple[int, ...]
+    dims: tuple[int, ...] = ()  # output dims (a tuple output: empty, elems summed)
+    elems: int = 1
+    operands: tuple[int, ...] = ()
+    id: int = -1
+
+
+# Fused members that move no data of their own and do no arithmetic: left out of the split.
+_FREE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "iota", "broadcast"})
+
+
+def member_cost(instr: _Instr, operands: list[_Instr]) -> float:
+    """Estimated arithmetic of one fused instruction, from HLO shapes (an estimate).
+
+    dot: 2 * output elements * K, K = sqrt(lhs * rhs / out) (exact for a plain matmul);
+    convolution: 2 * output elements * (kernel elements / output features), output features
+    being the largest output dim the kernel also has; reduce: its input elements; anything
+    else: its output elements (one operation per element).
+    """
+    out = max(instr.elems, 1)
+    if instr.opcode == "dot" and len(operands) >= 2:
+        k = (max(operands[0].elems, 1) * max(operands[1].elems, 1) / out) ** 0.5
+        return 2.0 * out * max(k, 1.0)
+    if instr.opcode == "convolution" and len(operands) >= 2:
+        common = set(instr.dims) & set(operands[1].dims)
+        feat = max(common) if common else 1
+        return 2.0 * out * max(operands[1].elems / feat, 1.0)
+    if instr.opcode == "reduce" and operands:
+        return float(max(operands[0].elems, 1))
+    return float(out)
 
 
 @dataclass
@@ -158,6 +188,18 @@ class HloModuleIndex:
                     todo.extend(self.computations.get(cid, ()))
         return found
 
+    def members(self, instr: _Instr) -> str:
+        """A fusion's instructions by module (porter.schema.encode_members: '' unless they span
+        two modules or more), each costed by member_cost."""
+        by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
+        parent_scope = scope_and_op(self.op_name_of(instr))
+
+        def entry(member: _Instr) -> tuple[str, str, float]:
+            module, op = scope_and_op(member.op_name) if member.op_name else parent_scope
+            return module, op or member.opcode, member_cost(member, [by_id[o] for o in member.operands if o in by_id])
+
+        return encode_members(entry(m) for m in by_id.values() if m.opcode not in _FREE)
+
     def op_name_of(self, instr: _Instr) -> str:
         """The instruction's op_name, else its fused root's (fusions may carry none)."""
         if instr.op_name:
@@ -173,6 +215,13 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
+def _prod(dims: Iterable[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
 def index_module(hlo_proto: Any) -> HloModuleIndex:
     """Index an HloProto message (profilers.xspace_proto) by instruction name."""
     mod = hlo_proto.hlo_module
@@ -180,11 +229,15 @@ def index_module(hlo_proto: Any) -> HloModuleIndex:
     for comp in mod.computations:
         instrs = []
         for ins in comp.instructions:
+            dims = tuple(int(d) for d in ins.shape.dimensions)
+            elems = (sum(_prod(t.dimensions) for t in ins.shape.tuple_shapes) if len(ins.shape.tuple_shapes)
+                     else _prod(dims))
             info = _Instr(
                 opcode=_text(ins.opcode),
                 op_name=_text(ins.metadata.op_name),
                 target=_text(ins.custom_call_target),
                 called=tuple(ins.called_computation_ids),
+                dims=dims, elems=elems, operands=tuple(ins.operand_ids), id=int(ins.id),
             )
             instrs.append(info)
             idx.instrs.setdefault(_text(ins.name), info)
@@ -235,6 +288,7 @@ class HloIndex:
         if cost is not None:
             flops, nbytes, dims, dtypes = cost
             extra = dict(flops=flops, bytes=nbytes, input_shapes=json.dumps(dims), dtypes=json.dumps(dtypes))
-        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name, **extra)
+        hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
+                    members=mod.members(instr) if (mod and instr and instr.called) else "", **extra)
         self._cache[key] = hit
         return hit

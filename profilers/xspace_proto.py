@@ -96,8 +96,8 @@ _MESSAGES: dict[str, tuple[tuple[str, int, int, bool, str], ...]] = {
     "HloInstructionProto": (
         ("name", 1, _BYTES, False, ""),
         ("opcode", 2, _BYTES, False, ""),
-        ("metadata", 7, _MSG, False, "OpMetadata"),
         ("shape", 3, _MSG, False, "ShapeProto"),
+        ("metadata", 7, _MSG, False, "OpMetadata"),
         ("custom_call_target", 28, _BYTES, False, ""),
         ("dot_dimension_numbers", 30, _MSG, False, "DotDimensionNumbers"),
         ("id", 35, _I64, False, ""),

@@ -385,6 +385,9 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         created_at=str(d.get("created_at") or ""),
         porter_version=str(d.get("porter_version") or ""),
         warnings=[str(w) for w in d.get("warnings") or []],
+        source_coverage=_f(cov.get("source")),
+        split_share={side: float(v) for side in ("source", "target")
+                     if (v := _get(d, f"alignment.stats.{side}_split_by_estimate_share", default=None)) is not None},
     )
 
 

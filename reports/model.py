@@ -192,6 +192,8 @@ class ReportModel:
     by_op_shape: list[OpShapeRow] = field(default_factory=list)  # largest absolute gap first
     portability: list[PortabilityRow] = field(default_factory=list)  # porter ops on the target (diagnose --ops)
     portability_summary: str = ""
+    source_coverage: float | None = None  # share of source time matched to target ops
+    split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
 
     @property
     def excess_us(self) -> float:

@@ -119,11 +119,22 @@ def summary_points(m: ReportModel) -> list[Point]:
         points.append(
             Point(
                 "How sure",
-                f"{fmt_pct(m.coverage, 0)} of the target's time was matched to the same work on the source; "
-                "the rest is listed under portability notes and is not attributed to any fix.",
+                f"{fmt_pct(m.coverage, 0)} of the target's time was matched to the same work on the source"
+                + (f" ({fmt_pct(m.source_coverage, 0)} of the source's)" if m.source_coverage is not None else "")
+                + "; the rest is listed under portability notes and is not attributed to any fix."
+                + split_text(m),
             )
         )
     return points
+
+
+def split_text(m: ReportModel) -> str:
+    """How much time was placed on modules by estimate (fused kernels split by their members' cost)."""
+    parts = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.split_share.items() if v > 0]
+    if not parts:
+        return ""
+    return (f" Fused kernels that hold several modules' work were split among them by estimated cost: "
+            f"{' and '.join(parts)} time is placed by that estimate.")
 
 
 def recovers_text(m: ReportModel) -> str:

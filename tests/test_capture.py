@@ -155,7 +155,7 @@ def test_failing_module_in_eager_is_named(tmp_path):
     dest = tmp_path / "failed"
     with pytest.raises(CaptureFailure) as exc:
         capture(f"{BAD}:shape_bug_model", "cpu", dest, OPTS)
-    assert "module body/fc2" in str(exc.value) and "aten.addmm" in str(exc.value)
+    assert "module body/fc2" in str(exc.value) and "op aten::addmm " in str(exc.value)
     assert exc.value.module == "body/fc2"
     assert manifest(dest)["status"] == "failed" and manifest(dest)["error"]["module"] == "body/fc2"
 

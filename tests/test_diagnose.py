@@ -214,13 +214,13 @@ def test_live_capture_both_sides(tmp_path):
     assert src["model_fingerprint"] and src["model_fingerprint"] == tgt["model_fingerprint"]
     assert j["end_to_end"]["source_wall_s"]["n"] >= 5 and j["end_to_end"]["wall_ratio"] > 0
     assert min(j["alignment"]["coverage"].values()) >= 0.99
-    assert j["alignment"]["stats"]["groups_per_pass"]["scope"] > 0
+    assert j["alignment"]["stats"]["groups_per_pass"]["identity"] > 0  # two live captures pair by module
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 @pytest.mark.slow
 def test_torch_eager_vs_xla_across_frameworks(tmp_path):
-    """aten ops on one side, HLO fusions on the other: matched through the shared module scopes."""
+    """aten ops on one side, HLO fusions on the other: matched by the module porter tagged on both."""
     pytest.importorskip("jax")
     d, dest = diagnose("cpu", "xla", tmp_path, model="mlp")
     if d.target.manifest.get("status") not in (None, "ok"):
@@ -229,7 +229,7 @@ def test_torch_eager_vs_xla_across_frameworks(tmp_path):
     assert cov["source"] >= 0.99 and cov["target"] >= 0.99, cov
     g = d.groups
     assert (g["module"] == g["target_module"]).all()
-    assert g["evidence"].str.startswith("scope").all()
+    assert g["evidence"].str.startswith("identity").all()
     # several aten ops land on one fused HLO op somewhere (many-to-one)
     assert (g["n_source"] > g["n_target"]).any()
     assert {p for p in g["module"] if p} <= set(d.target.ops["module"])

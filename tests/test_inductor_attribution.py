@@ -6,6 +6,7 @@ from the op words inductor puts in each fused kernel's name, not from porter's o
 
 from __future__ import annotations
 
+import json
 import re
 
 import pandas as pd
@@ -16,7 +17,7 @@ from torch import nn
 from porter.capture.run import CaptureOptions, capture, module_share
 from porter.capture.models import load_model
 from porter.targets import get_stack
-from porter.targets.inductor_attribution import RegionRecord, common_path, handle_modules, stack_path
+from porter.targets.inductor_attribution import RegionRecord, common_path, handle_members, handle_modules, stack_path
 
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
 KERNEL = re.compile(r"^graph_\d+_(cpp_\w+)$")
@@ -57,6 +58,13 @@ def test_deepest_common_rule_skips_recomputed_nodes():
     assert got["k_b:2"] == "blocks/0"  # emb was computed by k_a: not counted again
     assert got["k_c:3"] == "tok"  # only recomputation: its own nodes decide
     assert common_path(["a/b/c", "a/b", "a/b/d"]) == "a/b" and common_path([]) == ""
+    # a call spanning modules lists them with their share of its estimated cost
+    rec.node_costs = {"emb": ("aten::add", 8.0), "ln1": ("aten::var_mean", 6.0), "res": ("aten::add", 2.0),
+                      "ln2": ("aten::var_mean", 6.0)}
+    members = {h: json.loads(m) if m else [] for h, m in handle_members(rec).items()}
+    assert members["k_a:1"] == [["tok", "aten::add", pytest.approx(8 / 14)], ["blocks/0/ln1", "aten::var_mean", pytest.approx(6 / 14)]]
+    assert members["k_b:2"] == [["blocks/0/ln2", "aten::var_mean", 0.75], ["blocks/0", "aten::add", 0.25]]
+    assert members["k_c:3"] == []
 
 
 @pytest.mark.slow

@@ -36,7 +36,8 @@ import pandas as pd
 from porter.analysis.infer_scope import infer_synthetic_scopes
 from porter.analysis.optime import OpTimes, op_times
 
-EVIDENCE: tuple[str, ...] = ("scope", "scope+fused", "scope~", "scope~+fused", "sequence", "sequence-gap", "name")
+EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "scope", "scope+fused", "scope~", "scope~+fused",
+                             "sequence", "sequence-gap", "name")
 UNMATCHED = -1
 MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
 MAX_ATTACH_RUN = 4  # longest one-sided run attached to a neighbour outside a scope
@@ -81,11 +82,30 @@ def scope_parts(module: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def subtree_times(ops: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Each op's charged time plus its descendants' (t in the ops' row order), level by level."""
+    pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
+    parent = pos.reindex(ops["parent_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+    depth = np.zeros(len(ops), dtype=np.int64)
+    cur = parent.copy()
+    while (cur >= 0).any():
+        depth += cur >= 0
+        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+    total = np.nan_to_num(np.asarray(t, dtype=np.float64)).copy()
+    for d in range(int(depth.max(initial=0)), 0, -1):
+        rows = np.flatnonzero(depth == d)
+        np.add.at(total, parent[rows], total[rows])
+    return total
+
+
 def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     """The ops that carry time, in time order, one row per alignment unit.
 
     A unit is one op, except that consecutive synthetic ops repeating the kernels of the
     same donor op (an aten::mm's memset + GEMM) form one unit, as their donor would.
+    ``wrapper`` marks ops whose work is their children's, their own time being dispatch:
+    descendants charged more than the op, or a direct child of the op's own class
+    (aten::linear around aten::addmm, aten::conv2d around aten::convolution).
     """
     t = times.values.reindex(ops["op_id"].to_numpy()).to_numpy()
     keep = t > 0
@@ -93,6 +113,10 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     f["time"] = t[keep]
     f["donor"] = donor.to_numpy()[keep]
     f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
+    below = subtree_times(ops, t) - t  # charged time of each op's descendants
+    kids = ops.loc[ops["parent_id"] >= 0, ["parent_id", "op_class"]]
+    same = kids.merge(ops[["op_id", "op_class"]], left_on=["parent_id", "op_class"], right_on=["op_id", "op_class"])
+    f["wrapper"] = (f["time"].to_numpy() < below[keep]) | f["op_id"].isin(same["op_id"]).to_numpy()
     f = f.sort_values(["step", "start_us", "op_id"], kind="stable").reset_index(drop=True)
     d = f["donor"].to_numpy()
     new_unit = np.ones(len(f), dtype=bool)
@@ -102,7 +126,7 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     agg = f.groupby("unit", sort=True).agg(
         op_ids=("op_id", list), step=("step", "first"), module=("module", "first"), op_class=("op_class", "first"),
         fw=("fw", "first"), start_us=("start_us", "first"), synthetic=("synthetic", "first"),
-        time=("time", "sum"), inferred=("inferred", "first"))
+        time=("time", "sum"), inferred=("inferred", "first"), wrapper=("wrapper", "first"))
     return agg.reset_index(drop=True)
 
 
@@ -327,12 +351,22 @@ DEFAULT_STRATEGIES: tuple[Strategy, ...] = (_pass_scope, _pass_scope_fuzzy, _pas
 
 def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
           source_kernels: pd.DataFrame | None = None, target_kernels: pd.DataFrame | None = None,
-          strategies: Sequence[Strategy] = DEFAULT_STRATEGIES) -> Alignment:
+          strategies: Sequence[Strategy] = DEFAULT_STRATEGIES, identity: bool = False) -> Alignment:
     """Align two runs' ops tables (schema frames) into matched groups.
 
     With the kernels tables, synthetic ops first get the scope of the op that launches
-    the same kernels in the same run (porter.analysis.infer_scope).
+    the same kernels in the same run (porter.analysis.infer_scope). identity: both are
+    live captures of one model, so ops pair by the module porter tagged them with
+    (porter.analysis.align_identity) instead of the heuristic passes.
     """
+    split = {}
+    if identity:  # fused ops first share their time among their members' modules
+        from porter.analysis.align_identity import pass_identity
+        from porter.analysis.split_fused import split_fused
+
+        strategies = (pass_identity,)
+        split = {"source": split_fused(source_ops), "target": split_fused(target_ops)}
+        source_ops, target_ops = split["source"].ops, split["target"].ops
     st, tt = op_times(source_ops), op_times(target_ops)
     s_don = t_don = None
     if source_kernels is not None:
@@ -347,7 +381,7 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     for strategy in strategies:
         before = len(g.rows)
         strategy(g)
-        per_pass[strategy.__name__.removeprefix("_pass_")] = len(g.rows) - before
+        per_pass[strategy.__name__.lstrip("_").removeprefix("pass_")] = len(g.rows) - before
     cols = ["group_id", "evidence", "inferred_scope", "module", "op_class", "framework_op", "target_module",
             "target_framework_op", "source_ids", "target_ids"]
     groups = pd.DataFrame(g.rows, columns=cols)
@@ -363,6 +397,18 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
         "source_units_scope_inferred": int(src["inferred"].sum()),
         "target_units_scope_inferred": int(tgt["inferred"].sum()),
     }
+    if identity:  # host overhead: self time of wrapper ops (dispatch; their work is their children's)
+        stats.update(source_wrapper_us=float(src.loc[src["wrapper"], "time"].sum()),
+                     target_wrapper_us=float(tgt.loc[tgt["wrapper"], "time"].sum()))
+        for side, times in (("source", st), ("target", tt)):
+            stats[f"{side}_split_by_estimate_us"] = split[side].estimated_us
+            stats[f"{side}_split_by_estimate_share"] = split[side].estimated_us / times.total if times.total > 0 else 0.0
+            stats[f"{side}_fused_ops_split"] = split[side].split_ops
+        for side, frame, gid in (("source", src, g.src_gid), ("target", tgt, g.tgt_gid)):
+            # host work outside every module with nothing like it on the other side
+            # (a compiled stack's guard checks and graph wrappers): unmatched, said how much
+            alone = (gid == UNMATCHED) & (frame["module"].to_numpy() == "")
+            stats[f"{side}_unmatched_outside_modules_us"] = float(frame["time"].to_numpy()[alone].sum())
     return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
 
 

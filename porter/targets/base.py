@@ -41,6 +41,7 @@ class CaptureFailure(PorterError):
         self.op = op
         self.module = module
         self.detail = ""  # full error text (traceback) for the failed bundle
+        self.category = ""  # one of porter.targets.failure.CATEGORIES when known
         super().__init__(message, hint=hint)
 
 
@@ -243,8 +244,8 @@ class Stack(abc.ABC):
             raise
         except Exception as exc:
             failure = self.describe_failure_impl(prepared, exc)
-            failure.detail = "".join(__import__("traceback").format_exception(exc))
-            raise failure from None
+            failure.detail = failure.detail or "".join(__import__("traceback").format_exception(exc))
+            raise failure from exc
 
     def run(self, prepared: Prepared, inputs: tuple[Any, ...] | None = None) -> Any:
         """One forward, finished on the device (synchronised) before returning."""

@@ -5,7 +5,10 @@ that names the op and the module, from whatever the exception carries:
   innermost `self` in the traceback that is one of the model's submodules; else dynamo's
   user-code stack (``exc.real_stack``: file/line frames, matched to the forward() source
   of the model's submodules, walking down from the root);
-* the op: the dispatcher op the tracker saw fail, else the first op-like name in the message.
+* the op: the dispatcher op the tracker saw fail, else the innermost op a stack's own
+  dispatcher was handling in the traceback (torchax keeps it as ``func``), else the first
+  op-like name in the message;
+* the category, from the error's type and text and the op's namespace (CATEGORIES).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import torch
 from porter.targets.base import CaptureFailure, module_path
 
 OP_PATTERNS = (
+    re.compile(r"OpOverload\(op='([\w.]+)'"),  # torch.onnx dispatch: no ONNX function for this op
+    re.compile(r"target=torch\.ops\.(\w+\.\w+)"),  # an FX node that failed to translate
     re.compile(r"call_function ([\w.]+(?:::[\w.]+)?)"),  # dynamo: failed FX node
     re.compile(r"CustomOpDef\(([\w.:]+)\)"),
     re.compile(r"Could not run '([\w.:]+)'"),  # dispatcher: no kernel for this backend
@@ -28,12 +33,107 @@ OP_PATTERNS = (
 )
 
 
+NO_LOWERING = "no lowering"
+DATA_DEPENDENT = "data-dependent shape"
+CUSTOM_OP = "custom op without a lowering"
+DTYPE = "dtype unsupported"
+OTHER = "op error"  # none of the above: the op itself raised (shapes, values)
+CATEGORIES = (NO_LOWERING, DATA_DEPENDENT, CUSTOM_OP, DTYPE, OTHER)
+HINTS = {
+    NO_LOWERING: "the stack has no lowering for this op: rewrite it with supported ops or register a lowering",
+    DATA_DEPENDENT: "the op's output shape depends on tensor values, which a compiled program cannot express: "
+                    "pad it to a static size or run it outside the compiled model",
+    CUSTOM_OP: "register a lowering (a decomposition into aten ops, or a kernel) for the custom op on this stack",
+    DTYPE: "the stack does not support this dtype here: cast to a supported one (float32, bfloat16)",
+}
+# (category, pattern over the exception type names and message of the whole chain), first match wins
+_RULES = (
+    (DATA_DEPENDENT, re.compile(r"Concretization|TracerBoolConversion|TracerArrayConversion|NonConcreteBooleanIndex|"
+                                r"DynamicOutputShape|DataDependent|data-dependent|GuardOnDataDependent", re.I)),
+    (DTYPE, re.compile(r"unknown type: torch\.\w+|unsupported (?:d)?type|dtype \S+ is not supported|"
+                       r"not implemented for '\w+'|doesn't support tensors of type|"
+                       r"KeyError: torch\.(?:complex|float|bfloat|u?int|bool|q)\w*", re.I)),
+    (NO_LOWERING, re.compile(r"OperatorNotFound|has no lowering|no lowering|Could not run '|not implemented for|"
+                             r"NotImplementedError|No ONNX function found|No decompositions registered", re.I)),
+)
+CORE_NAMESPACES = ("aten", "prims", "torch", "Tensor")
+
+
+def categorize(exc: BaseException, op: str) -> str:
+    """Which of CATEGORIES an error is, from the stack's own exception (and its causes)."""
+    text = chain_text(exc)
+    for category, pattern in _RULES:
+        if pattern.search(text):
+            if category == NO_LOWERING and op and not op.startswith(CORE_NAMESPACES):
+                return CUSTOM_OP
+            return category
+    if op and not op.startswith(CORE_NAMESPACES):
+        return CUSTOM_OP  # a user op failed inside the stack for a reason of its own (torchax: no env)
+    return OTHER
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """exc, then what it was raised from (its cause, else its context), outermost first."""
+    seen: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    return seen
+
+
+def op_name(func: Any) -> str:
+    """A dispatcher op or a torch function as porter names ops: 'aten::_unique2', 'mylib::fancy_act', 'Tensor.to'."""
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return func.name() if isinstance(func, torch._ops.OpOverload) else str(func).replace(".", "::", 1)
+    qual = getattr(func, "__qualname__", "")
+    if qual and getattr(func, "__module__", None) in (None, "torch", "torch._C", "torch.functional", "torch.nn.functional"):
+        return qual.replace("TensorBase.", "Tensor.") if "." in qual else f"torch.{qual}"
+    return ""
+
+
+def op_from_frames(exc: BaseException) -> str:
+    """The innermost op a dispatcher was handling when exc was raised (a frame local
+    named func or op that is an op), '' when no frame holds one."""
+    found = ""
+    for e in exception_chain(exc):
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            for key in ("func", "op"):
+                name = op_name(frame.f_locals.get(key))
+                if name:
+                    found = name
+        if found:
+            return found
+    return found
+
+
 def op_from_message(text: str) -> str:
     for pat in OP_PATTERNS:
         m = pat.search(text)
         if m:
-            return m.group(1)
+            return _canonical(m.group(1))
     return ""
+
+
+def chain_text(exc: BaseException) -> str:
+    """The messages of exc and every exception it was raised from, one per line."""
+    return "\n".join(f"{type(e).__name__}: {e}" for e in exception_chain(exc))
+
+
+def module_from_fx_frames(exc: BaseException) -> str | None:
+    """The module of the innermost FX node a converter was handling (a frame local named node)."""
+    from porter.targets.inductor_attribution import stack_path
+
+    found = None
+    for e in exception_chain(exc):
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            node = frame.f_locals.get("node")
+            stack = getattr(node, "meta", {}).get("nn_module_stack") if isinstance(node, torch.fx.Node) else None
+            if stack:
+                found = stack_path(list(stack.values())[-1][0])
+        if found:
+            return found
+    return found
 
 
 def _submodules(root: torch.nn.Module) -> dict[int, str]:
@@ -83,17 +183,31 @@ def module_from_user_stack(frames: list[Any], root: torch.nn.Module) -> str | No
 
 def describe_failure(exc: BaseException, root: torch.nn.Module, stack: str, *, tracked_module: str | None = None,
                      tracked_op: str = "") -> CaptureFailure:
+    """One line: the op, the module, the category (CATEGORIES) and the stack's own first
+    line; the full chained traceback is kept on the failure as ``detail``."""
     text = str(exc)
-    op = tracked_op or op_from_message(text)
+    op = _canonical(tracked_op) or op_from_frames(exc) or op_from_message(text)
     module = tracked_module or module_from_traceback(exc, root)
     if module is None and getattr(exc, "real_stack", None):
         module = module_from_user_stack(list(exc.real_stack), root)
+    category = categorize(exc, op)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     where = f" in module {module}" if module else " (module unknown)"
     what = f"op {op}" if op else "the model"
-    return CaptureFailure(
-        f"{what} failed on the {stack} stack{where}: {type(exc).__name__}: {first[:300]}",
+    failure = CaptureFailure(
+        f"{what} failed on the {stack} stack{where}: {category}: {type(exc).__name__}: {first[:300]}",
         op=op,
         module=module,
-        hint="the failed capture bundle holds the full error text",
+        hint=HINTS.get(category, "the failed capture bundle holds the full error text"),
     )
+    failure.category = category
+    failure.detail = "".join(traceback.format_exception(exc))
+    return failure
+
+
+def _canonical(op: str) -> str:
+    """'aten._unique2.default' (str of an OpOverload) -> 'aten::_unique2'."""
+    if not op or "::" in op:
+        return op
+    parts = op.split(".")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else op

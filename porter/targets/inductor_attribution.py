@@ -18,7 +18,9 @@ compiler, while it compiles, which FX nodes each kernel call computes:
   inside later fused kernels; they belong to the first kernel that computes them). Nodes
   written in the root forward have path '' and so pull the call to the root ('').
 * The profiled ops are then matched to the call sequence in order within each step;
-  the ops a matched call launches inherit its module.
+  the ops a matched call launches inherit its module. A call whose nodes span modules
+  also records them (``ops.members``) with each module's share of the nodes' estimated
+  cost (node_cost: FX meta shapes), so the analysis can split the kernel's time.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any, Callable
 
 import pandas as pd
 import torch
+
+from porter.schema import encode_members
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
@@ -44,6 +48,7 @@ QUALIFIER = re.compile(r"\[['\"]?(\w+)['\"]?\]")
 class WrapperCall:
     callee: str  # as the profiler names it: 'aten::addmm', 'mkldnn::_linear_pointwise', 'cpp_fused_gelu_view_6'
     module: str  # '' when unknown or the root
+    members: str = ""  # JSON [[module, op, share], ...] when its nodes span modules (schema ops.members)
 
 
 @dataclass
@@ -53,6 +58,7 @@ class RegionRecord:
     source: str = ""
     handle_nodes: dict[str, list[str]] = field(default_factory=dict)  # 'cpp_fused_x:3' -> post-grad nodes
     node_modules: dict[str, str] = field(default_factory=dict)  # post-grad node -> module path
+    node_costs: dict[str, tuple[str, float]] = field(default_factory=dict)  # post-grad node -> (op, estimated cost)
 
 
 def stack_path(qualified: str) -> str:
@@ -63,11 +69,29 @@ def stack_path(qualified: str) -> str:
 
 
 def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
-    """Graph node name -> innermost module path ('' for the root forward)."""
-    out = {}
+    """Graph node name -> innermost module path ('' for the root forward).
+
+    Nodes a pattern rewrite made (e.g. the fused SDPA that replaces bmm-softmax-bmm) carry
+    no nn_module_stack; each takes the deepest common module of its neighbours (inputs and
+    users) that have one, so it is not pulled to the root.
+    """
+    out: dict[str, str] = {}
+    unknown = []
     for node in gm.graph.nodes:
-        stack = node.meta.get("nn_module_stack") or {}
-        out[node.name] = stack_path(list(stack.values())[-1][0]) if stack else ""
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            out[node.name] = stack_path(list(stack.values())[-1][0])
+        elif node.op == "call_function":
+            unknown.append(node)
+        else:
+            out[node.name] = ""
+    for _ in range(2):  # a chain of rewritten nodes: the second round reaches its middle
+        for node in unknown:
+            known = [out[n.name] for n in (*node.all_input_nodes, *node.users) if out.get(n.name)]
+            if known and node.name not in out:
+                out[node.name] = common_path(known)
+    for node in unknown:
+        out.setdefault(node.name, "")
     return out
 
 
@@ -84,19 +108,66 @@ def common_path(paths: list[str]) -> str:
     return "/".join(out)
 
 
-def handle_modules(record: RegionRecord) -> dict[str, str]:
-    """Call-site handle -> module, by the rule in the module docstring (handles in call order)."""
+def _numel(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return int(value.numel())
+    if isinstance(value, (tuple, list)):
+        return sum(_numel(v) for v in value)
+    return 0
+
+
+MATMULS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+def node_cost(node: torch.fx.Node) -> float:
+    """Estimated arithmetic of one FX node from its meta shapes (an estimate): matmuls
+    2 * output elements * K, convolutions 2 * output elements * (weight elements / output
+    channels), anything else its output elements."""
+    out = max(_numel(node.meta.get("val")), 1)
+    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    tensors = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if name in MATMULS and tensors:
+        lhs = tensors[-2] if len(tensors) >= 2 else tensors[0]
+        return 2.0 * out * max(int(lhs.shape[-1]) if lhs.dim() else 1, 1)
+    if "convolution" in name and len(tensors) >= 2 and tensors[1].dim():
+        w = tensors[1]
+        return 2.0 * out * max(w.numel() // max(int(w.shape[0]), 1), 1)
+    return float(out)
+
+
+def node_costs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, float]]:
+    return {n.name: (f"aten::{getattr(n.target, '__name__', str(n.target)).split('.')[0]}", node_cost(n))
+            for n in gm.graph.nodes if n.op == "call_function"}
+
+
+def members_json(nodes: list[str], record: RegionRecord) -> str:
+    """A call's nodes by module with their share of its estimated cost; '' within one module."""
+    return encode_members((record.node_modules.get(n, ""), *record.node_costs.get(n, ("", 0.0))) for n in nodes)
+
+
+def fresh_nodes(record: RegionRecord) -> dict[str, list[str]]:
+    """Call-site handle -> its nodes not computed by an earlier call (handles in call order)."""
     seen: set[str] = set()
     out = {}
     for handle in sorted(record.handle_nodes, key=lambda h: int(h.rsplit(":", 1)[1])):
         nodes = [n for n in record.handle_nodes[handle] if n in record.node_modules]
-        fresh = [n for n in nodes if n not in seen] or nodes
-        out[handle] = common_path([record.node_modules[n] for n in fresh])
+        out[handle] = [n for n in nodes if n not in seen] or nodes
         seen.update(nodes)
     return out
 
 
-def parse_wrapper(source: str, modules: dict[str, str]) -> list[WrapperCall]:
+def handle_modules(record: RegionRecord) -> dict[str, str]:
+    """Call-site handle -> module, by the rule in the module docstring."""
+    return {h: common_path([record.node_modules[n] for n in nodes]) for h, nodes in fresh_nodes(record).items()}
+
+
+def handle_members(record: RegionRecord) -> dict[str, str]:
+    """Call-site handle -> members_json of its fresh nodes ('' within one module)."""
+    return {h: members_json(nodes, record) for h, nodes in fresh_nodes(record).items()}
+
+
+def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] | None = None) -> list[WrapperCall]:
     """Kernel calls of the generated call(), in order, with the module of their handle."""
     calls, pending = [], ""
     body = source.split("\ndef call(", 1)[-1]
@@ -116,13 +187,13 @@ def parse_wrapper(source: str, modules: dict[str, str]) -> list[WrapperCall]:
             callee = f"aten::{c.group('aten')}"
         else:
             callee = c.group("cpp")
-        calls.append(WrapperCall(callee, modules.get(pending, "")))
+        calls.append(WrapperCall(callee, modules.get(pending, ""), (members or {}).get(pending, "")))
         pending = ""
     return calls
 
 
 def region_calls(records: list[RegionRecord]) -> list[WrapperCall]:
-    return [call for r in records for call in parse_wrapper(r.source, handle_modules(r))]
+    return [call for r in records for call in parse_wrapper(r.source, handle_modules(r), handle_members(r))]
 
 
 def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
@@ -141,6 +212,7 @@ def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
             source=getattr(out, "source_code", "") or "",
             handle_nodes={k: list(v) for k, v in inductor_debug._inductor_triton_kernel_to_post_grad_node_info.items()},
             node_modules=node_modules(gm),  # gm now holds the post-grad graph the handles name
+            node_costs=node_costs(gm),
         ))
         return out
 
@@ -155,6 +227,7 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     ops = ops.copy()
     parent = dict(zip(ops["op_id"], ops["parent_id"]))
     module: dict[int, str] = {}
+    members: dict[int, str] = {}
     for _, group in ops[ops["step"] >= 0].sort_values("start_us").groupby("step", sort=False):
         i = 0
         for row in group.itertuples():
@@ -166,6 +239,8 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
             if j is None:
                 continue
             module[row.op_id] = calls[j].module
+            if calls[j].members:
+                members[row.op_id] = calls[j].members
             i = j + 1
 
     def resolve(op_id: int) -> str:
@@ -177,6 +252,7 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
         return ""
     found = ops["op_id"].map(resolve)
     ops["module"] = ops["module"].where(ops["module"] != "", found)
+    ops["members"] = ops["op_id"].map(members).fillna("") if members else ops.get("members", "")
     return ops
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import re
 import tempfile
 import time
@@ -20,12 +21,12 @@ from typing import Any, Iterator
 import torch
 
 from porter.errors import PorterError
+from porter.schema import encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 PROFILE_WARMUP_RUNS = 1  # inside the profiled session: its first run pays for arena allocation
 _NCHWC = re.compile(r"_nchwc$")
-_ATEN_OP = re.compile(r"aten[.:]{1,2}[A-Za-z_0-9]+(?:\.[A-Za-z_0-9]+)?")
 
 
 @contextlib.contextmanager
@@ -42,20 +43,28 @@ def _quiet_exporter() -> Iterator[None]:
 
 def export_failure(model_name: str, exc: BaseException) -> CaptureFailure:
     """An export error as one line, naming the aten op and module when the message does."""
+    from porter.targets.failure import (HINTS, NO_LOWERING, categorize, chain_text, exception_chain,
+                                        module_from_fx_frames, op_from_message)
+
+    inner = exception_chain(exc)[-1]  # the exporter wraps the converter's own error
     text = str(exc)
-    op = _ATEN_OP.search(text)
     mod = re.search(r"(?:module|nn_module_stack)[^'\"]*['\"]([A-Za-z_][\w.]*)['\"]", text)
-    where = module_path(mod.group(1)) if mod else None
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return CaptureFailure(
+    where = module_path(mod.group(1)) if mod else module_from_fx_frames(exc)
+    first = next((line.strip() for line in str(inner).splitlines() if line.strip()), type(inner).__name__)
+    name = op_from_message(chain_text(exc))
+    op = bool(name)
+    category = categorize(exc, name)
+    failure = CaptureFailure(
         f"torch.onnx.export failed for model {model_name}"
-        + (f" at {op.group(0)}" if op else "")
+        + (f" at op {name}" if op else "")
         + (f" in module {where}" if where else "")
-        + f": {type(exc).__name__}: {first[:200]}",
-        op=op.group(0) if op else "",
+        + f": {category}: {type(inner).__name__}: {first[:200]}",
+        op=name,
         module=where,
-        hint="the op has no ONNX lowering in this torch/onnxscript; see torch.onnx's supported ops",
+        hint=HINTS.get(category, HINTS[NO_LOWERING]) + " (see torch.onnx's supported ops)",
     )
+    failure.category = category
+    return failure
 
 
 def module_of_nodes(onnx_path: Path) -> dict[str, dict[str, str]]:
@@ -74,8 +83,16 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     names nodes after the value they replace (``relu_nchwc``). An optimized node takes the
     scope of the original node that produced the same output value, else of the original
     node (or value) its name starts with, else of the producer of its first input that has one.
+    A fused node that replaced original nodes of several modules also lists them
+    (``members``, fused_members) so the analysis can split its time.
     """
     producer = {out: n.name for n in original.node for out in n.output}
+    dims = _dims(original)
+    # the original value each optimized node computes: its own output names, or the value an
+    # NCHWc node is named after ('relu_1_nchwc' computes 'relu_1')
+    computes = {n.name: [v for v in n.output if v in producer] or [_NCHWC.sub("", n.name.split("/")[0])]
+                for n in optimized.node}
+    materialized = {v for vals in computes.values() for v in vals}
     scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
     out = dict(nodes)
     for node in optimized.node:
@@ -88,10 +105,59 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
         if found is None:
             found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
         if found is not None:
-            out[node.name] = found
+            members = fused_members(computes[node.name], materialized - set(computes[node.name]), original, nodes, dims)
+            out[node.name] = {**found, "members": members} if members else found
             for v in node.output:
                 scope_of_value.setdefault(v, found)
     return out
+
+
+MAX_MEMBERS = 32  # a walk past this many original nodes did not find the fused node's inputs
+
+
+def _dims(graph: Any) -> dict[str, tuple[int, ...]]:
+    """value name -> its static dims (value_info, inputs, outputs, initializers); unknown dims as 1."""
+    out: dict[str, tuple[int, ...]] = {t.name: tuple(t.dims) for t in graph.initializer}
+    for v in (*graph.value_info, *graph.input, *graph.output):
+        dims = v.type.tensor_type.shape.dim
+        out.setdefault(v.name, tuple(int(d.dim_value) or 1 for d in dims))
+    return out
+
+
+def node_cost(node: Any, dims: dict[str, tuple[int, ...]]) -> float:
+    """Estimated arithmetic of one ONNX node (an estimate): Conv 2 * output * (weight / output
+    channels), MatMul/Gemm 2 * output * K, anything else its output elements."""
+    out = max(math.prod(dims.get(node.output[0], (1,))) if node.output else 1, 1)
+    if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1 and dims.get(node.input[1]):
+        w = dims[node.input[1]]
+        return 2.0 * out * max(math.prod(w) // max(w[0], 1), 1)
+    if node.op_type in ("MatMul", "Gemm") and dims.get(node.input[0]):
+        return 2.0 * out * max(dims[node.input[0]][-1], 1)
+    return float(out)
+
+
+def fused_members(outputs: list[str], boundary: set[str], original: Any, nodes: dict[str, dict[str, str]],
+                  dims: dict[str, tuple[int, ...]]) -> str:
+    """The original nodes an optimized (fused) node replaced, by module with their share of the
+    estimated cost, as JSON [[module, op, share], ...]; '' within one module or when unknown.
+
+    Walks back through the original graph from the values the fused node computes (outputs,
+    original names) to values some other node of the optimized graph computes (boundary).
+    """
+    producer = {out: n for n in original.node for out in n.output}
+    todo = [producer[v] for v in outputs if v in producer]
+    seen: dict[str, Any] = {}
+    while todo:
+        n = todo.pop()
+        if n.name in seen:
+            continue
+        seen[n.name] = n
+        if len(seen) > MAX_MEMBERS:
+            return ""
+        todo.extend(producer[i] for i in n.input if i and i not in boundary and i in producer)
+    return encode_members((nodes.get(name, {}).get("module", ""),
+                           nodes.get(name, {}).get("framework_op", "") or n.op_type, node_cost(n, dims))
+                          for name, n in seen.items())
 
 
 def module_outputs(graph: Any, node_modules: dict[str, str]) -> dict[str, str]:

@@ -146,15 +146,9 @@ class XlaStack(Stack):
         try:  # compile now, so an unsupported op fails here with its module named
             compiled = jitted.lower(weights, inputs).compile()
         except Exception as exc:
-            where = tracker.failed_in
-            raise CaptureFailure(
-                f"torchax/XLA cannot run model {model.name}"
-                + (f" (in module {where})" if where else "")
-                + f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                op=getattr(exc, "op", "") or "",
-                module=where,
-                hint="the op has no torchax lowering; see the torchax op coverage list",
-            ) from None
+            from porter.targets.failure import describe_failure
+
+            raise describe_failure(exc, module, self.name, tracked_module=tracker.failed_in) from exc
         info = {
             "jax_device": str(jdev),
             "compile_s": time.perf_counter() - t0,

@@ -62,6 +62,19 @@ def _module_dtype(module: torch.nn.Module) -> torch.dtype:
     return torch.get_default_dtype()
 
 
+def root_cause(exc: BaseException) -> str:
+    """'Type: message' of the exception, and of the innermost one it was raised from when
+    that differs: a library's lazy import re-raises the real cause as its __cause__
+    ("Could not import module 'BertModel'" from "operator torchvision::nms does not exist")."""
+    inner = exc
+    while inner.__cause__ is not None or (inner.__context__ is not None and not inner.__suppress_context__):
+        inner = inner.__cause__ or inner.__context__
+    text = f"{type(exc).__name__}: {exc}"
+    if inner is not exc:
+        text += f" (caused by {type(inner).__name__}: {inner})"
+    return text
+
+
 def _load_factory(ref: str) -> Callable[[], Any]:
     target, _, attr = ref.rpartition(":")
     if not target or not attr:
@@ -83,7 +96,8 @@ def _load_factory(ref: str) -> Callable[[], Any]:
     except PorterError:
         raise
     except Exception as exc:
-        raise PorterError(f"model factory {ref}: importing {target} failed: {type(exc).__name__}: {exc}") from None
+        raise PorterError(f"model factory {ref}: importing {target} failed: {root_cause(exc)}",
+                          hint="porter --debug shows the full traceback") from exc
     factory = getattr(mod, attr, None)
     if not callable(factory):
         raise PorterError(f"model factory {ref}: {target} has no callable {attr!r}")
@@ -95,7 +109,8 @@ def from_factory(name: str, factory: Callable[[], Any], source: str) -> ModelSpe
     try:
         made = factory()
     except Exception as exc:
-        raise PorterError(f"model factory {source} raised {type(exc).__name__}: {exc}") from None
+        raise PorterError(f"model factory {source} raised {root_cause(exc)}",
+                          hint="porter --debug shows the full traceback") from exc
     if not (isinstance(made, tuple) and len(made) == 2):
         raise PorterError(
             f"model factory {source} returned {type(made).__name__}, not (torch.nn.Module, tuple_of_inputs)"

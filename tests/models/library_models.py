@@ -1,0 +1,84 @@
+"""Real library models built from their configs with random weights (no downloads), small
+sizes, plus a small resnet-style conv net (torchvision is not installable here).
+
+Each factory returns (module, example_inputs) as porter's MODEL factories do.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+SEQ = 32
+BATCH = 2
+
+
+def _tokens(vocab: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+
+
+class _FirstOutput(nn.Module):
+    """Returns the model's first output tensor: HF models return dataclasses."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.model = inner
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, return_dict=False)[0]
+
+
+def bert_small():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=512, max_position_embeddings=64, attn_implementation="eager")
+    return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size),)
+
+
+def gpt2_small():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=1000, n_embd=128, n_layer=2, n_head=2, n_positions=64,
+                     attn_implementation="eager", use_cache=False)
+    return _FirstOutput(GPT2LMHeadModel(cfg).eval()), (_tokens(cfg.vocab_size),)
+
+
+class _Block(nn.Module):
+    """A resnet basic block: conv-bn-relu-conv-bn plus the (downsampled) input."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.layer1 = _Block(16, 16, 1)
+        self.layer2 = _Block(16, 32, 2)
+        self.layer3 = _Block(32, 64, 2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer3(self.layer2(self.layer1(self.stem(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def small_resnet():
+    torch.manual_seed(0)
+    return SmallResNet().eval(), (torch.randn(2, 3, 32, 32),)

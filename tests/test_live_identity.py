@@ -1,0 +1,294 @@
+"""Live diagnosis of real library models: ops pair by the module porter tagged them with,
+wrapper ops never name a group, coverage holds on every stack, and failures name the op,
+the module and the category.
+
+Models: transformers' BERT and GPT-2 built from small configs with random weights, and a
+small resnet-style conv net (tests/models/library_models.py); cpu -> xla, cpu:inductor, cpu:ort.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from porter.analysis.align import UNMATCHED, align
+from porter.analysis.optime import op_times
+from porter.bundle import load_bundle
+from porter.capture.options import CaptureOptions
+from porter.capture.run import capture
+from porter.diagnose import analyse, diagnose_specs, live_pair
+from porter.errors import PorterError
+from porter.schema import coerce_ops
+from tests.conftest import run_porter
+
+MODELS = Path(__file__).parent / "models"
+LIBRARY = MODELS / "library_models.py"
+FAILING = MODELS / "failing_models.py"
+OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
+MIN_COVERAGE = 0.98  # the issue's bar: share of each side's charged time inside matched groups
+# host ranges torch.compile's runtime opens around a compiled graph (no eager counterpart)
+COMPILED_REGION_HOST_OPS = {"TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "## Call CompiledFxGraph None ##",
+                            "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue", "aten::empty", "aten::empty_strided",
+                            "aten::as_strided", "aten::transpose", "aten::empty_like"}
+
+
+# ---------------------------------------------------------------- identity pairing on small tables
+
+def _ops(rows: list[tuple[int, int, str, str, float]]) -> pd.DataFrame:
+    """(op_id, parent_id, module, framework_op, host_us) -> a schema ops table on a CPU basis."""
+    n = len(rows)
+    return coerce_ops(pd.DataFrame({
+        "op_id": [r[0] for r in rows], "parent_id": [r[1] for r in rows], "step": [0] * n,
+        "name": [r[3] for r in rows], "framework_op": [r[3] for r in rows],
+        "op_class": ["other"] * n, "module": [r[2] for r in rows], "device_type": ["cpu"] * n,
+        "device_name": [""] * n, "stream": [-1] * n, "start_us": [float(r[0]) for r in rows],
+        "host_us": [r[4] for r in rows], "device_us": [0.0] * n, "kernel_count": [0] * n, "kernels": [""] * n,
+        "flops": [np.nan] * n, "bytes": [np.nan] * n, "input_shapes": [""] * n, "dtypes": [""] * n,
+        "synthetic": [False] * n,
+    }))
+
+
+def test_identity_pairs_by_module_and_wrappers_never_name_a_group():
+    # source: fc = aten::linear (wrapper: 2 us own, 10 us in its addmm child); norm; act (fused away on the target)
+    src = _ops([(1, -1, "blk/fc", "aten::linear", 12.0), (2, 1, "blk/fc", "aten::addmm", 10.0),
+                (3, -1, "blk/norm", "aten::native_layer_norm", 4.0), (4, -1, "blk/act", "aten::gelu", 3.0),
+                (5, -1, "other", "aten::add", 1.0)])
+    # target: one dot_general in fc, one fusion tagged with the enclosing block (norm + act fused)
+    tgt = _ops([(1, -1, "blk/fc", "dot_general", 8.0), (2, -1, "blk", "fusion.1", 5.0)])
+    al = align(src, tgt, identity=True)
+    g = al.groups.set_index("module")
+    assert set(g.index) == {"blk/fc", "blk"}
+    assert g.loc["blk/fc", "evidence"] == "identity"
+    assert g.loc["blk/fc", "framework_op"] == "aten::addmm"  # the wrapper's child names it
+    assert sorted(g.loc["blk/fc", "source_ids"]) == [1, 2]  # the wrapper's own time stays in its module
+    assert g.loc["blk", "evidence"] == "identity+enclosing"  # norm and act joined the fused block
+    assert sorted(g.loc["blk", "source_ids"]) == [3, 4]
+    # one-sided work that reaches the root stays unmatched
+    assert al.source_group.loc[5] == UNMATCHED
+    assert al.stats["source_wrapper_us"] == pytest.approx(2.0)
+    cov = al.coverage()
+    assert cov["source"] == pytest.approx(19.0 / 20.0) and cov["target"] == pytest.approx(1.0)
+    # what reaches the root from both sides pairs there
+    al = align(src, _ops([(1, -1, "blk/fc", "dot_general", 8.0), (2, -1, "blk", "fusion.1", 5.0),
+                          (3, -1, "", "copy", 1.0)]), identity=True)
+    root = al.groups.set_index("module").loc[""]
+    assert list(root["source_ids"]) == [5] and list(root["target_ids"]) == [3]
+    # work handed up passes through enclosing modules that have no time of their own
+    al = align(_ops([(1, -1, "enc/layer/0/attn", "aten::bmm", 5.0)]), _ops([(1, -1, "enc", "fusion", 4.0)]), identity=True)
+    assert list(al.groups["module"]) == ["enc"] and al.coverage() == {"source": 1.0, "target": 1.0}
+
+
+def test_a_fusion_spanning_modules_is_split_by_estimated_cost_and_stays_one_row():
+    import json
+
+    from porter.analysis.split_fused import split_fused
+
+    src = _ops([(1, -1, "l2/conv", "aten::convolution", 30.0), (2, -1, "l3/conv", "aten::convolution", 60.0),
+                (3, -1, "pool", "aten::mean", 10.0)])
+    # target (host basis, as XLA:CPU / inductor on CPU): one fusion tagged 'pool' holding both convs and the pool
+    tgt = _ops([(1, -1, "pool", "fusion.7", 200.0)])
+    tgt["members"] = json.dumps([["l3/conv", "conv_general_dilated", 0.6], ["l2/conv", "conv_general_dilated", 0.3],
+                                 ["pool", "reduce_sum", 0.1]])
+    split = split_fused(tgt)
+    assert split.estimated_us == pytest.approx(200.0) and split.split_ops == 1
+    rows = split.ops
+    assert (rows["op_id"] == 1).sum() == 1  # the fusion keeps its one row
+    kids = rows[rows["parent_id"] == 1].set_index("module")
+    assert kids.loc["l3/conv", "host_us"] == pytest.approx(120.0) and kids.loc["l2/conv", "host_us"] == pytest.approx(60.0)
+    assert kids.loc["l3/conv", "name"] == "fusion.7 [share of l3/conv, estimated]"
+    assert kids.loc["l3/conv", "op_class"] == "conv" and kids.loc["pool", "op_class"] == "reduction"
+    al = align(src, tgt, identity=True)
+    g = al.groups.set_index("module")
+    assert set(g.index) == {"l2/conv", "l3/conv", "pool"}  # each module gets its share, not 'pool' all of it
+    times = al.target_times.values
+    assert float(times.reindex(g.loc["pool", "target_ids"]).sum()) == pytest.approx(20.0)
+    assert float(times.loc[1]) == 0.0 and al.target_times.total == pytest.approx(200.0)
+    assert al.stats["target_split_by_estimate_share"] == pytest.approx(1.0)
+    assert al.stats["source_split_by_estimate_us"] == 0.0
+
+
+# ---------------------------------------------------------------- real models, live
+
+def _wrapper_ids(ops: pd.DataFrame) -> set[int]:
+    """Ops whose direct children are charged more than they are (checked independently of align)."""
+    t = op_times(ops).values
+    child = t.groupby(ops.set_index("op_id")["parent_id"]).sum()
+    return {int(i) for i in ops["op_id"] if t.get(i, 0.0) > 0 and t.get(i, 0.0) < child.get(i, 0.0)}
+
+
+@pytest.fixture(scope="module")
+def source_bundles(tmp_path_factory):
+    cache: dict[str, object] = {}
+
+    def get(model: str):
+        if model not in cache:
+            dest = tmp_path_factory.mktemp("src") / model
+            capture(f"{LIBRARY}:{model}", "cpu", dest, OPTS)
+            cache[model] = load_bundle(dest)
+        return cache[model]
+
+    return get
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["xla", "cpu:inductor", "cpu:ort"])
+@pytest.mark.parametrize("model", ["bert_small", "gpt2_small", "small_resnet"])
+def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
+    src = source_bundles(model)
+    capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt", OPTS)
+    tgt = load_bundle(tmp_path / "tgt")
+    assert live_pair(src, tgt)
+    d = analyse(src, tgt)
+    groups = d.alignment.groups
+    assert set(groups["evidence"]) <= {"identity", "identity+enclosing"}
+    # every group is one module's work on both sides, named after real work, never a wrapper op
+    for side, ops, col in (("source", d.alignment.source_ops, "source_ids"), ("target", d.alignment.target_ops, "target_ids")):
+        wrappers = _wrapper_ids(ops)
+        name = ops.set_index("op_id")["framework_op"]
+        for ids, label in zip(groups[col], groups["framework_op" if side == "source" else "target_framework_op"]):
+            assert ids, "a group with one side empty"
+            real = [i for i in ids if i not in wrappers]
+            if real:
+                assert label in set(name.loc[real]) | set(ops.set_index("op_id")["name"].loc[real]), (side, label)
+    cov = d.coverage()
+    assert cov["source"] >= MIN_COVERAGE, cov
+    if target == "cpu:inductor":
+        # the compiled region's own host work (guard checks, graph wrappers) runs outside every
+        # module and eager has nothing like it: all that is left unmatched, and only that
+        stats = d.alignment.stats
+        tt = d.alignment.target_times
+        member = d.alignment.target_group
+        left = set(member.index[member.to_numpy() == UNMATCHED])
+        tops = d.alignment.target_ops.set_index("op_id")
+        assert set(tops.loc[sorted(left), "module"]) <= {""}
+        assert set(tops.loc[sorted(left), "name"]) <= COMPILED_REGION_HOST_OPS, set(tops.loc[sorted(left), "name"])
+        assert cov["target"] + stats["target_unmatched_outside_modules_us"] / tt.total == pytest.approx(1.0)
+    else:
+        assert cov["target"] >= MIN_COVERAGE, cov
+    # the module paths of groups are the model's own (both sides tag the same paths)
+    paths = {n.replace(".", "/") for n, _ in __import__("torch").nn.Module.named_modules(_model(model))} | {""}
+    assert set(groups["module"]) <= paths
+
+
+def _model(name: str):
+    from tests.models import library_models
+
+    return getattr(library_models, name)()[0]
+
+
+# ---------------------------------------------------------------- failures
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factory, target, op, category", [
+    ("unique_model", "xla", "aten::_unique2", "data-dependent shape"),
+    ("nonzero_model", "xla", "aten::nonzero", "data-dependent shape"),
+    ("custom_op_model", "xla", "mylib::fancy_act", "custom op without a lowering"),
+    ("chalf_model", "xla", "Tensor.to", "dtype unsupported"),
+    ("custom_op_model", "cpu:ort", "mylib::fancy_act", "custom op without a lowering"),
+    ("chalf_model", "cpu:ort", "aten::_to_copy", "dtype unsupported"),
+])
+def test_failure_names_op_module_category_and_leaves_nothing_hidden(factory, target, op, category, tmp_path):
+    out = tmp_path / "diag"
+    out.mkdir()
+    (out / "keep.txt").write_text("the user's file\n")
+    with pytest.raises(PorterError) as info:
+        diagnose_specs("cpu", target, out, model=f"{FAILING}:{factory}", capture_options=OPTS, report=False)
+    line = info.value.one_line()
+    assert "\n" not in line
+    assert f"op {op} " in line and "in module body/act" in line and f": {category}: " in line, line
+    assert getattr(info.value, "category", "") == category
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]  # no .capture-* scratch left behind
+
+
+def test_factory_import_error_keeps_the_real_cause_and_debug_prints_the_chain(tmp_path):
+    bad = tmp_path / "lazy.py"
+    bad.write_text(
+        "def _load():\n"
+        "    raise RuntimeError('operator torchvision::nms does not exist')\n"
+        "try:\n"
+        "    _load()\n"
+        "except RuntimeError as exc:\n"
+        "    raise ModuleNotFoundError(\"Could not import module 'BertModel'\") from exc\n"
+        "def make():\n"
+        "    return None\n")
+    r = run_porter("diagnose", f"{bad}:make", "--from", "cpu", "--to", "cpu", "-o", str(tmp_path / "d"))
+    assert r.returncode == 2
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "operator torchvision::nms does not exist" in err[0], r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_porter("--debug", "diagnose", f"{bad}:make", "--from", "cpu", "--to", "cpu", "-o", str(tmp_path / "d"))
+    assert r.returncode == 2
+    assert "The above exception was the direct cause" in r.stderr and "_load()" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("porter: error:")
+
+
+def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
+    import gzip
+    import json
+
+    from reports.build import model_from_diagnosis
+    from reports.view import summary_points
+
+    d = json.loads(gzip.decompress((Path(__file__).parents[1] / "fixtures" / "golden" /
+                                    "bert_small_h100_mi300x.diagnosis.json.gz").read_bytes()))
+    d["alignment"]["coverage"] = {"source": 0.991, "target": 0.982}
+    d["alignment"]["stats"].update(source_split_by_estimate_share=0.0, target_split_by_estimate_share=0.064)
+    sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
+    assert "98% of the target's time" in sure and "(99% of the source's)" in sure
+    assert "6.4% of the target's time is placed by that estimate" in sure and "source's time is placed" not in sure
+    d["alignment"]["stats"].pop("target_split_by_estimate_share")
+    sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
+    assert "estimate" not in sure  # recorded traces: nothing split
+
+
+@pytest.mark.slow
+def test_debug_prints_the_users_code_in_the_chained_traceback_of_a_capture_failure(tmp_path):
+    args = ("diagnose", f"{FAILING}:custom_op_model", "--from", "cpu", "--to", "xla", "-o", str(tmp_path / "d"),
+            "--no-report", "--steps", "1", "--warmup", "0", "--repeats", "1")
+    plain = run_porter(*args)
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    r = run_porter("--debug", *args)
+    assert r.returncode == 2
+    assert "failing_models.py" in r.stderr and "in forward" in r.stderr  # the user's forward, from the stack's own error
+    assert "The above exception was the direct cause" in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("porter: error: op mylib::fancy_act failed on the xla stack in module body/act")
+
+
+def test_an_ort_fused_node_lists_the_original_nodes_it_replaced_by_module():
+    import json
+
+    from onnx import TensorProto, helper
+
+    from porter.targets.onnxruntime import scopes_of_optimized
+
+    def vi(name, dims):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+    original = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["conv"], name="node_conv"),
+         helper.make_node("Add", ["conv", "x"], ["res"], name="node_add"),
+         helper.make_node("Relu", ["res"], ["relu"], name="node_relu"),
+         helper.make_node("ReduceMean", ["relu"], ["mean"], name="node_mean")],
+        "g", [vi("x", [1, 4, 8, 8])], [vi("mean", [1, 4, 1, 1])],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, [4, 4, 3, 3], [0.0] * 144)],
+        value_info=[vi("conv", [1, 4, 8, 8]), vi("res", [1, 4, 8, 8]), vi("relu", [1, 4, 8, 8])])
+    # ORT's NCHWc pass: one Conv computing 'relu' (conv + residual add + relu), named after that value
+    optimized = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w_reordered", "x"], ["reorder_token_0"], name="relu_nchwc"),
+         helper.make_node("ReorderOutput", ["reorder_token_0"], ["relu"], name="ReorderOutput"),
+         helper.make_node("ReduceMean", ["relu"], ["mean"], name="node_mean")],
+        "g", [vi("x", [1, 4, 8, 8])], [vi("mean", [1, 4, 1, 1])])
+    nodes = {"node_conv": {"module": "blk/conv", "framework_op": "aten::convolution"},
+             "node_add": {"module": "blk", "framework_op": "aten::add"},
+             "node_relu": {"module": "blk/relu", "framework_op": "aten::relu"},
+             "node_mean": {"module": "pool", "framework_op": "aten::mean"}}
+    out = scopes_of_optimized(original, optimized, nodes)
+    members = json.loads(out["relu_nchwc"]["members"])
+    assert members[0][0] == "blk/conv" and {m[0] for m in members} == {"blk/conv", "blk", "blk/relu"}
+    conv_cost, elem_cost = 2 * 256 * 36, 256  # 2 * output * (weight / output channels); one per element
+    assert members[0][2] == pytest.approx(conv_cost / (conv_cost + 2 * elem_cost), rel=1e-5)
+    assert "members" not in out["node_mean"]  # a node that replaced nothing is left as it was
