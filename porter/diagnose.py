@@ -248,12 +248,14 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, live: bool = False) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
     model: the porter.capture.models.ModelSpec that was run (live accuracy needs it), else None.
     seconds: time already spent reading or capturing the inputs, kept in diagnosis.json.
+    live: both bundles were captured by this run (the target's stack is here): every module's
+    local error is measured in a streaming shadow run; otherwise only the suspects'.
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -261,7 +263,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     check_same_model(source, target, force)
     from porter.accuracy_run import accuracy_block
 
-    acc = accuracy_block(source, target, model, oracle, progress)
+    acc = accuracy_block(source, target, model, oracle, progress, live=live)
+    compile_log = acc.pop("_compile_log", []) if acc else []
     if oracle and (acc is None or model is None):
         warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
     t_acc = time.perf_counter() - t0
@@ -276,6 +279,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     d.seconds["write_bundles"] = time.perf_counter() - t1
     d.seconds["total"] = time.perf_counter() - t0 + d.seconds.get("read", 0.0)
     dest = out / DIAGNOSIS
+    if compile_log:  # the per-module compiles' log lines stay out of the terminal
+        write_json_atomic(out / "accuracy_compile_log.json", compile_log)
     write_json_atomic(dest, to_json(d))
     if report:
         from reports.build import write_reports  # rendering only; the analysis does not need it
@@ -301,8 +306,11 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     with resolve_pair(source, target, out_dir, model=model,
                       options=capture_options or CaptureOptions(**LIVE_OPTIONS), progress=progress) as pair:
         read = time.perf_counter() - t0
+        from porter.inputs import InputKind, classify
+
+        live = all(classify(x, r).kind is InputKind.TARGET for x, r in ((source, "source"), (target, "target")))
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
-                        progress=progress, seconds={"read": read}, **kwargs)
+                        progress=progress, seconds={"read": read}, live=live, **kwargs)
 
 
 # ---------------------------------------------------------------- terminal summary
