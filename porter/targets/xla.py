@@ -292,7 +292,8 @@ class XlaStack(Stack):
             out["others"] = [None if k else x for x, k in zip(flat, out["arrays"])]
             return [x for x, k in zip(flat, out["arrays"]) if k]
 
-        arrays = iter(jax.block_until_ready(jax.jit(call)(weights, tensors)))
+        arrays = iter(_to_torch(jax.block_until_ready(jax.jit(call)(weights, tensors))))  # before the pytree is rebuilt:
+        # jax does not know an HF ModelOutput, torch's pytree does
         flat = [next(arrays) if is_array else other for is_array, other in zip(out["arrays"], out["others"])]
         return torch.utils._pytree.tree_unflatten(flat, out["spec"])
 
