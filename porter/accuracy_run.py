@@ -333,7 +333,7 @@ def findings(df: pd.DataFrame, dtype: str, oracle: dict | None, local: LocalRun,
         if op:
             ins = ", ".join(f"{i['dtype']}{i['shape']}" + (f" in [{i['min']:.3g}, {i['max']:.3g}]" if "min" in i else "")
                             for i in op["inputs"][:3])
-            line += (f"; op: model > {r.module} > #{op['index']} {op['op']}({ins}): error {_sci(op['chained_rel_l2'])} "
+            line += (f"; op: model → {r.module} → #{op['index']} {op['op']}({ins}): error {_sci(op['chained_rel_l2'])} "
                      f"carried, {_sci(op['local_rel_l2'])} alone")
         elif r.module in local.ops and local.ops[r.module].get("skipped"):
             line += f"; op not located: {local.ops[r.module]['skipped']}"

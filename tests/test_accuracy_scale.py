@@ -56,7 +56,7 @@ def test_planted_error_is_found_at_module_and_op_level_live(where, tmp_path):
     assert all(i["min"] > 1e4 for i in op["inputs"])  # both operands ~ E[x^2] ~ 9e4: the cancellation shows
     assert acc["not_compared"] == {} and acc["local"]["not_run"] == {}  # every called module compared
     assert acc["not_called"] == {"blocks": "source: a container (ModuleList/ModuleDict) that is never called"}
-    assert any(f"model > {module} > #{op['index']} {CANCELLING_OP}" in f for f in acc["findings"])
+    assert any(f"model → {module} → #{op['index']} {CANCELLING_OP}" in f for f in acc["findings"])
     assert acc["op_rows"] and all(r["module"] == module for r in acc["op_rows"])
 
 
