@@ -231,12 +231,15 @@ class OrtStack(Stack):
         """Each module's output value added as a graph output, from one extra session run, and
         sketched (porter.targets.sketch). ORT returns all requested outputs of a run at once;
         they are sketched and dropped one by one. Module inputs are not graph values here, so
-        full calls (--modules) are not recorded on this stack."""
+        full calls (--modules) are refused with a one-line error."""
         import onnx
         import onnxruntime as ort
 
         from porter.targets.sketch import torch_sketch
 
+        if full_modules:
+            raise PorterError("ort cannot save full module calls (--modules): module inputs are not graph values here",
+                              hint="capture the suspects' full calls on the eager, inductor or xla stack")
         acts = Activations(source="module output values exposed as ONNX graph outputs (ORT numerics)")
         proto = onnx.load(str(prepared.handle["onnx"]))
         node_modules = {k: v["module"] for k, v in prepared.handle["nodes"].items()}

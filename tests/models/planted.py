@@ -8,6 +8,7 @@ depends on the summation order a stack uses. Where it sits:
 * ``early()``: blocks/0/pre_norm, a one-argument module at the start;
 * ``last()``: head_norm, the last layer before the output projection;
 * ``two_arg()``: blocks/2/add_norm, whose forward takes two tensors (hidden, residual);
+* ``last_short()``: ``last`` with 4 blocks (a quicker per-module inductor run);
 * ``clean()``: none (every norm is the two-pass LayerNorm).
 """
 
@@ -63,10 +64,10 @@ class Block(nn.Module):
 
 
 class Planted(nn.Module):
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, blocks: int = BLOCKS) -> None:
         super().__init__()
         self.embed = nn.Linear(32, WIDTH)
-        self.blocks = nn.ModuleList(Block(where == "early" and i == 0, where == "two_arg" and i == 2) for i in range(BLOCKS))
+        self.blocks = nn.ModuleList(Block(where == "early" and i == 0, where == "two_arg" and i == 2) for i in range(blocks))
         self.head_norm = Norm(where == "last")
         self.head = nn.Linear(WIDTH, 10)
 
@@ -77,9 +78,9 @@ class Planted(nn.Module):
         return self.head(self.head_norm(h))
 
 
-def _build(where: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def _build(where: str, blocks: int = BLOCKS) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
-    return Planted(where).eval(), (torch.randn(4, 16, 32, generator=torch.Generator().manual_seed(1)),)
+    return Planted(where, blocks).eval(), (torch.randn(4, 16, 32, generator=torch.Generator().manual_seed(1)),)
 
 
 def early() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -88,6 +89,11 @@ def early() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 def last() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return _build("last")
+
+
+def last_short() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """``last`` with 4 blocks: 10 nn.Linear instances, past dynamo's default recompile limit of 8."""
+    return _build("last", 4)
 
 
 def two_arg() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
