@@ -389,6 +389,7 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     not_called = {m: why for m, why in not_compared.items() if NOT_CALLED in why}
     not_compared = {m: why for m, why in not_compared.items() if m not in not_called}
     outputs = (_full_output(source), _full_output(target))
+    whole = None
     if outputs[0] is not None and outputs[1] is not None and outputs[0].shape == outputs[1].shape:
         whole = error_metrics(outputs[0], outputs[1])
         prop = pd.concat([prop, pd.DataFrame([{"module": OUTPUT, "propagated_rel_l2": whole.rel_l2, "propagated_rel_l2_se": 0.0,
@@ -414,6 +415,8 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
             name = (source.manifest.get("model") or {}).get("source") or "MODEL"
             capture_hint = (f"porter capture {name} --on {src_text} --modules {suspects[0]} and the same --on {tgt_text}, "
                             "then diagnose the two bundles")
+    if live and local.metrics and whole is not None:  # the whole model on the target, fed the source's input, is the target run
+        local.metrics[OUTPUT] = whole
     for m in [m for m, why in local.not_run.items() if NOT_CALLED in why]:
         not_called.setdefault(m, local.not_run.pop(m))
     df = _local_cols(prop.reset_index(drop=True), local)
