@@ -380,7 +380,7 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     src_sk, tgt_sk = (load_sketches(source.path), load_sketches(target.path)) if has_activations(source) and has_activations(target) else (None, None)
     if src_sk is None or tgt_sk is None:
         return None
-    dtype = model_dtype(source)
+    dtype = max(model_dtype(source), model_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
     tol = tolerance_for(dtype)
     prop, not_compared = compare_sketches(src_sk, tgt_sk)
     for side, b in (("source", source), ("target", target)):
