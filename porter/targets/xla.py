@@ -94,11 +94,29 @@ def _to_torch(value: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: mappings.j2t(np.array(a)) if isinstance(a, jax.Array) else a, value)
 
 
+PLAIN = (bool, int, float, str, type(None))
+
+
+def _program_key(module: torch.nn.Module, weights: dict[str, Any], leaves: list[Any], spec: Any, device: str) -> tuple:
+    """What decides the program a module's call traces to, weights' values aside: each
+    submodule's class and plain attributes (a flag such as LayerNorm's eps or a planted
+    ``fragile``), weight shapes and dtypes, the call's tensor shapes and its other arguments."""
+    structure = tuple((name, type(m).__module__, type(m).__qualname__,
+                       tuple(sorted((k, repr(v)) for k, v in vars(m).items() if isinstance(v, PLAIN) and k != "training")))
+                      for name, m in module.named_modules())
+    shapes = tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in weights.items()))
+    call = tuple((tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else ("value", repr(x)) for x in leaves)
+    return (device, structure, shapes, call, str(spec))
+
+
 class XlaStack(Stack):
     name = "xla"
     devices = ("tpu", "cpu", "cuda", "rocm")
     trace_format = "xplane"
     module_attribution = "hooks"
+
+    def __init__(self) -> None:
+        self._compiled_calls: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # run_call's jitted programs
 
     # ---- availability ----
     def availability_impl(self, device: str) -> Availability:
@@ -267,7 +285,11 @@ class XlaStack(Stack):
 
     def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         """The submodule as its own jitted JAX function (torchax), on the device. Tensor leaves of
-        the call are the jit's arguments; every other argument is baked in as the call had it."""
+        the call are the jit's arguments; every other argument is baked in as the call had it.
+
+        Weights are arguments too, so modules that compute the same program (same class and
+        plain attributes all the way down, same weight and input shapes, same other arguments:
+        the twelve layers of a BERT) share one compile (``_compiled_calls``)."""
         import jax
 
         from porter.targets.torchax_shim import import_torchax
@@ -281,18 +303,22 @@ class XlaStack(Stack):
         leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
         is_tensor = [isinstance(x, torch.Tensor) for x in leaves]
         tensors = [jax.device_put(env.t2j_copy(x), jdev) for x in leaves if isinstance(x, torch.Tensor)]
-        out: dict[str, Any] = {}  # the output's pytree structure, seen while tracing
+        key = _program_key(module, weights, leaves, spec, device)
+        if key not in self._compiled_calls:
+            out: dict[str, Any] = {}  # the output's pytree structure, seen while tracing
 
-        def call(w: Any, ts: list[Any]) -> list[Any]:
-            it = iter(ts)
-            a, kw = torch.utils._pytree.tree_unflatten([next(it) if t else x for x, t in zip(leaves, is_tensor)], spec)
-            with torch.no_grad():
-                flat, out["spec"] = torch.utils._pytree.tree_flatten(fn(w, a, kw))
-            out["arrays"] = [isinstance(x, jax.Array) for x in flat]
-            out["others"] = [None if k else x for x, k in zip(flat, out["arrays"])]
-            return [x for x, k in zip(flat, out["arrays"]) if k]
+            def call(w: Any, ts: list[Any]) -> list[Any]:
+                it = iter(ts)
+                a, kw = torch.utils._pytree.tree_unflatten([next(it) if t else x for x, t in zip(leaves, is_tensor)], spec)
+                with torch.no_grad():
+                    flat, out["spec"] = torch.utils._pytree.tree_flatten(fn(w, a, kw))
+                out["arrays"] = [isinstance(x, jax.Array) for x in flat]
+                out["others"] = [None if k else x for x, k in zip(flat, out["arrays"])]
+                return [x for x, k in zip(flat, out["arrays"]) if k]
 
-        arrays = iter(_to_torch(jax.block_until_ready(jax.jit(call)(weights, tensors))))  # before the pytree is rebuilt:
+            self._compiled_calls[key] = (jax.jit(call), out)
+        jitted, out = self._compiled_calls[key]
+        arrays = iter(_to_torch(jax.block_until_ready(jitted(weights, tensors))))  # before the pytree is rebuilt:
         # jax does not know an HF ModelOutput, torch's pytree does
         flat = [next(arrays) if is_array else other for is_array, other in zip(out["arrays"], out["others"])]
         return torch.utils._pytree.tree_unflatten(flat, out["spec"])
