@@ -195,6 +195,11 @@ def capture(
         out.print(f"  [bold red]numerics: output has NaN ({m['numerics']['nan_count']}) / Inf ({m['numerics']['inf_count']})[/]")
     if m.get("stack_info", {}).get("compiled_regions") is not None:
         out.print(f"  compiled regions: {m['stack_info']['compiled_regions']}, graph breaks: {m['stack_info'].get('graph_breaks', 0)}")
+    acts = m.get("activations") or {}
+    if acts.get("full_modules"):
+        out.print(f"  full module calls saved: {', '.join(acts['full_modules'])}", highlight=False)
+    for path, why in (acts.get("full_modules_missing") or {}).items():
+        out.print(f"  [yellow]--modules {path}: not saved ({why})[/]", highlight=False)
     for row in s["top_modules"]:
         out.print(f"    {row['module']:<32} {fmt_us(row['device_us'])} ({row['share'] * 100:.1f}%)", highlight=False)
 

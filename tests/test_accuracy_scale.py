@@ -122,3 +122,23 @@ def test_bundles_captured_apart_find_the_suspect_then_its_op(tmp_path):
     assert second["ops"][WHERE["two_arg"]]["op"] == CANCELLING_OP
     saved = load_bundle(tmp_path / "xla2").manifest["activations"]["full_modules"]
     assert saved == [WHERE["two_arg"]] and len(saved) / second["modules_compared"] <= 0.05
+
+
+@pytest.mark.slow
+def test_capture_cli_saves_full_calls_only_for_the_named_modules(tmp_path):
+    """`porter capture --modules`: the named module's call (both tensor arguments and the
+    output) is saved in full, the rest sketched; a path that matches no module is said."""
+    from safetensors.torch import load_file
+
+    from conftest import run_porter
+
+    dest = tmp_path / "b"
+    r = run_porter("capture", f"{PLANTED}:two_arg", "--on", "cpu", "-o", str(dest), "--steps", "1", "--warmup", "0",
+                   "--repeats", "2", "--modules", "blocks/2/add_norm", "--modules", "blocks/99/typo")
+    assert r.returncode == 0, r.stderr
+    assert "full module calls saved: blocks/2/add_norm" in r.stdout and "--modules blocks/99/typo: not saved" in r.stdout
+    calls = load_file(str(dest / "activations" / "modules.safetensors"))
+    assert sorted(calls) == ["blocks/2/add_norm#in0", "blocks/2/add_norm#in1", "blocks/2/add_norm#out0"]
+    assert calls["blocks/2/add_norm#in0"].shape == calls["blocks/2/add_norm#out0"].shape == (4, 16, 128)
+    sketch = json.loads((dest / "activations" / "sketch.json").read_text())
+    assert len(sketch) == 51 and "blocks" not in sketch  # every called module; the container never runs
