@@ -256,7 +256,7 @@ def capture(
     warmup: int = typer.Option(2, "--warmup", help="Unrecorded forwards before timing and before profiling."),
     repeats: int = typer.Option(20, "--repeats", help="Timed (unprofiled) forwards."),
     no_activations: bool = typer.Option(False, "--no-activations", help="Skip saving per-module activations."),
-    activation_cap_mb: int = typer.Option(256, "--activation-cap-mb", help="Stop saving activations beyond this size (MB)."),
+    modules: Optional[list[str]] = typer.Option(None, "--modules", help="Module path (repeatable) whose full input and output tensors are saved; every other module keeps a bounded sketch. Name the suspects a diagnose of two bundles lists."),
 ) -> None:
     """Run MODEL on a target under the target's own profiler and write a capture bundle.
 
@@ -267,7 +267,7 @@ def capture(
 
     dest = out_dir or Path("captures") / f"{Path(model).stem if ':' in model else model}@{on.replace(':', '_')}"
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats, activations=not no_activations,
-                          activation_cap_bytes=activation_cap_mb * 1024 * 1024)
+                          full_modules=tuple(p for m in modules or () for p in m.split(",") if p))
     try:
         with err.status("capturing", spinner="dots") as status:
             result = run_capture(model, on, dest, opts, progress=lambda msg: status.update(msg))
@@ -283,6 +283,11 @@ def capture(
         out.print(f"  [bold red]numerics: output has NaN ({m['numerics']['nan_count']}) / Inf ({m['numerics']['inf_count']})[/]")
     if m.get("stack_info", {}).get("compiled_regions") is not None:
         out.print(f"  compiled regions: {m['stack_info']['compiled_regions']}, graph breaks: {m['stack_info'].get('graph_breaks', 0)}")
+    acts = m.get("activations") or {}
+    if acts.get("full_modules"):
+        out.print(f"  full module calls saved: {', '.join(acts['full_modules'])}", highlight=False)
+    for path, why in (acts.get("full_modules_missing") or {}).items():
+        out.print(f"  [yellow]--modules {path}: not saved ({why})[/]", highlight=False)
     for row in s["top_modules"]:
         out.print(f"    {row['module']:<32} {fmt_us(row['device_us'])} ({row['share'] * 100:.1f}%)", highlight=False)
 

@@ -299,7 +299,8 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any = None,
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
-             seconds: dict[str, float] | None = None, paired_timing: Any = None, ops: bool = False) -> tuple[Diagnosis, Path]:
+             seconds: dict[str, float] | None = None, paired_timing: Any = None, ops: bool = False,
+             live: bool = False) -> tuple[Diagnosis, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target and DIR/diagnosis.json (and,
     with report, DIR/report.html and report.md).
 
@@ -308,6 +309,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     paired_timing: porter.capture.interleaved.PairedTiming of a live pair (the headline's basis).
     ops: also run `porter ops` for the model on the target stack (live captures) and flag its
     fallback, unsupported, mismatched and heavily decomposed ops (diagnosis.json `portability`).
+    live: both bundles were captured by this run (the target's stack is here): every module's
+    local error is measured in a streaming shadow run; otherwise only the suspects'.
     """
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -315,7 +318,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     check_same_model(source, target, force)
     from porter.accuracy_run import accuracy_block
 
-    acc = accuracy_block(source, target, model, oracle, progress)
+    acc = accuracy_block(source, target, model, oracle, progress, live=live)
+    compile_log = acc.pop("_compile_log", []) if acc else []
     if oracle and (acc is None or model is None):
         warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
     t_acc = time.perf_counter() - t0
@@ -335,6 +339,8 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     d.seconds["write_bundles"] = time.perf_counter() - t1
     d.seconds["total"] = time.perf_counter() - t0 + d.seconds.get("read", 0.0)
     dest = out / DIAGNOSIS
+    if compile_log:  # the per-module compiles' log lines stay out of the terminal
+        write_json_atomic(out / "accuracy_compile_log.json", compile_log)
     write_json_atomic(dest, to_json(d))
     if report:
         from reports.build import write_reports  # rendering only; the analysis does not need it
@@ -381,4 +387,5 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
                       progress=progress) as pair:
         read = time.perf_counter() - t0
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
-                        progress=progress, seconds={"read": read}, paired_timing=pair.paired_timing, **kwargs)
+                        progress=progress, seconds={"read": read}, paired_timing=pair.paired_timing,
+                        live=pair.live, **kwargs)

@@ -56,6 +56,7 @@ class ResolvedPair:
     target: Bundle
     model: Any = None  # porter.capture.models.ModelSpec on the live path
     paired_timing: Any = None  # porter.capture.interleaved.PairedTiming when both sides ran here
+    live: bool = False  # both sides were captured by this run (their stacks are here)
 
 
 def classify(text: str | Path, role: str) -> InputSpec:
@@ -119,7 +120,8 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     try:
         runs: dict[str, Any] = {}
         bundles = [open_side(s, model_spec, Path(workdir), options, progress, runs) for s in specs]
-        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress))
+        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress),
+                           live=len(live) == 2)
     finally:
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True)

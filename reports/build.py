@@ -257,7 +257,28 @@ def _accuracy(d: Any) -> Accuracy | None:
     note = str(_get(info, "tolerance_reason", "tolerance_note", default="") or "")
     if tols and not note:
         note = f"Tolerance: relative L2 {max(tols):.0e}" + (f" for {dtype}" if dtype else "") + "."
-    return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows)
+    return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows,
+                    op_paths=_op_paths(info.get("ops") or {}), not_compared=_gaps(info))
+
+
+def _op_paths(ops: dict) -> list[str]:
+    """model > module > op, for each module whose ops were replayed one by one."""
+    out = []
+    for module, o in ops.items():
+        if o.get("op"):
+            ins = ", ".join(f"{i.get('dtype', '')}{i.get('shape', '')}" for i in (o.get("inputs") or [])[:3])
+            out.append(f"model → {module} → #{o.get('index')} {o['op']}({ins}): error {fmt_sci(_f(o.get('chained_rel_l2')))} "
+                       f"carried to it, {fmt_sci(_f(o.get('local_rel_l2')))} alone. {o.get('verdict', '')}")
+        else:
+            out.append(f"model → {module}: op not located ({o.get('why', '')})")
+    return out
+
+
+def _gaps(info: dict) -> list[tuple[str, str]]:
+    """Modules with no comparison, then modules without a local error, each with why."""
+    local = info.get("local") or {}
+    return ([(m, str(w)) for m, w in (info.get("not_compared") or {}).items()]
+            + [(m, f"no local error: {w}") for m, w in (local.get("not_run") or {}).items()])
 
 
 def fix_where(r: dict) -> str:

@@ -117,6 +117,8 @@ class Accuracy:
     passed: bool | None
     tolerance_note: str  # which tolerance and why
     rows: list[AccuracyRow]
+    op_paths: list[str] = field(default_factory=list)  # "model > module > op ..." per module that introduces error
+    not_compared: list[tuple[str, str]] = field(default_factory=list)  # (module, why) incl. modules without a local error
 
     @property
     def headline(self) -> str:

@@ -101,7 +101,11 @@ def summary_points(m: ReportModel) -> list[Point]:
         points.append(Point("Accuracy", f"Not measured: {why}."))
     else:
         bad = [r for r in m.accuracy.rows if r.introduces]
-        extra = f" {len(bad)} of {len(m.accuracy.rows)} model parts introduce error beyond tolerance." if m.accuracy.rows else ""
+        gaps = len(m.accuracy.not_compared)
+        extra = (f" {len(bad)} of {len(m.accuracy.rows)} model parts introduce error beyond tolerance"
+                 + (f"; {gaps} not fully compared (listed in the report), so this is a lower bound." if gaps else ".")
+                 if m.accuracy.rows else "")
+        extra += "".join(f" {p}" for p in m.accuracy.op_paths[:1])
         points.append(Point("Accuracy", f"{m.accuracy.verdict[:1].upper()}{m.accuracy.verdict[1:]}.{extra}"))
     fixes = m.time_fixes
     if fixes:

@@ -123,7 +123,17 @@ def compare_modules(
         rows.append({"module": module, **prop.as_dict("propagated_"), **local.as_dict("local_"), "tolerance": tol})
     cols = ["module", *(f"propagated_{k}" for k in NAN_METRICS.__dict__), *(f"local_{k}" for k in NAN_METRICS.__dict__), "tolerance"]
     df = pd.DataFrame(rows, columns=cols)
-    local, prop = df["local_rel_l2"].to_numpy(), df["propagated_rel_l2"].to_numpy()
+    df["introduces_error"] = introducers(df, tol)
+    return df
+
+
+def introducers(df: pd.DataFrame, tol: float) -> pd.Series:
+    """compare_modules' blame rule over a frame with module, local_rel_l2, propagated_rel_l2.
+
+    A NaN propagated error (not measured per module) does not block blame: the local error
+    then decides alone."""
+    local = df["local_rel_l2"].to_numpy(dtype=float)
+    prop = np.nan_to_num(df["propagated_rel_l2"].to_numpy(dtype=float), nan=0.0)
     with np.errstate(invalid="ignore"):
         candidate = (local > tol) & (local >= INTRODUCES_SHARE * prop)
     flags = dict(zip(df["module"], candidate))
@@ -136,8 +146,91 @@ def compare_modules(
                         for m in flags if m != module and m.startswith(prefix))
         if explained:
             flags[module] = False
-    df["introduces_error"] = df["module"].map(flags).astype(bool)
-    return df
+    return df["module"].map(flags).fillna(False).astype(bool)
+
+
+# ---------------------------------------------------------------- sketches (bounded, cross-host)
+
+@dataclass
+class Sketches:
+    """A bundle's per-module sketches (porter.targets.sketch): summaries and sampled elements."""
+
+    summaries: dict[str, dict[str, Any]]
+    samples: dict[str, np.ndarray]
+
+
+def load_sketches(bundle_path: str | Path) -> Sketches | None:
+    """activations/sketch.{json,safetensors} of a bundle, None when it has none."""
+    import json
+
+    from safetensors.numpy import load_file
+
+    folder = Path(bundle_path) / "activations"
+    if not (folder / "sketch.json").is_file():
+        return None
+    try:
+        summaries = json.loads((folder / "sketch.json").read_text())
+        samples = load_file(str(folder / "sketch.safetensors"))
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"cannot read activation sketches: {exc}", path=folder) from None
+    return Sketches(summaries, dict(samples))
+
+
+def sampled_rel_l2(reference: np.ndarray, actual: np.ndarray, numel: int) -> tuple[float, float]:
+    """Relative L2 of actual vs reference estimated from k sampled elements, and its standard error.
+
+    The estimate is sqrt(sum d^2 / sum r^2) over the samples (d = actual - reference), a
+    ratio estimator of the full tensor's ||d||^2 / ||r||^2. Its standard error comes from
+    the delta method over the k sample pairs, with the finite-population correction
+    (1 - k/numel), so it is 0 when every element was sampled. It says how far the estimate
+    may be from the full-tensor value when error is spread over the elements; an error
+    confined to a few elements can fall between samples (max_abs and NaN/Inf counts, exact
+    over the whole tensor, are reported beside it for that reason).
+    """
+    r = np.asarray(reference, dtype=np.float64)
+    a = np.asarray(actual, dtype=np.float64)
+    k = r.size
+    if k == 0 or r.shape != a.shape:
+        return math.nan, math.nan
+    d2, r2 = (a - r) ** 2, r * r
+    mr2 = float(r2.mean())
+    if mr2 == 0:
+        return (0.0, 0.0) if float(d2.sum()) == 0 else (math.inf, math.nan)
+    ratio = float(d2.mean()) / mr2
+    fpc = max(0.0, 1.0 - k / max(numel, k))
+    var_ratio = float(np.var(d2 - ratio * r2, ddof=1)) / (k * mr2 * mr2) * fpc if k > 1 else 0.0
+    est = math.sqrt(ratio)
+    se = math.sqrt(var_ratio) / (2 * est) if est > 0 else 0.0
+    return est, se
+
+
+def compare_sketches(source: Sketches, target: Sketches) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Per module both bundles sketched: sampled propagated rel-L2 (with its standard error),
+    exact norms, max |x| and NaN/Inf counts. Also module -> reason for each module not compared."""
+    rows, gaps = [], {}
+    for module, s in source.summaries.items():
+        t = target.summaries.get(module)
+        if t is None:
+            gaps[module] = "the target bundle has no sketch of it"
+            continue
+        if s["numel"] != t["numel"] or module not in source.samples or module not in target.samples:
+            gaps[module] = f"shapes differ: source {s['shape']}, target {t['shape']}"
+            continue
+        est, se = sampled_rel_l2(source.samples[module], target.samples[module], int(s["numel"]))
+        rows.append({"module": module, "propagated_rel_l2": est, "propagated_rel_l2_se": se,
+                     "sampled": int(min(len(source.samples[module]), s["numel"])), "numel": int(s["numel"]),
+                     "source_l2": s["l2"], "target_l2": t["l2"], "source_max_abs": s["max_abs"],
+                     "target_max_abs": t["max_abs"], "target_nan": t["nan"], "target_inf": t["inf"]})
+    for module in target.summaries:
+        if module not in source.summaries:
+            gaps[module] = "the source bundle has no sketch of it"
+    return pd.DataFrame(rows), gaps
+
+
+def first_over(df: pd.DataFrame, tol: float, column: str = "propagated_rel_l2") -> str | None:
+    """The first module (in the frame's order: the order modules finished) whose error exceeds tol."""
+    over = df[df[column] > tol]
+    return None if over.empty else str(over["module"].iloc[0])
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 OUTPUT_KEY = "<output>"
 INPUT_KEY = "<input>"
-DEFAULT_ACTIVATION_CAP = 256 * 1024 * 1024
 
 
 @dataclass
@@ -19,4 +18,4 @@ class CaptureOptions:
     warmup: int = 2
     repeats: int = 20  # timed whole forwards (unprofiled)
     activations: bool = True
-    activation_cap_bytes: int = DEFAULT_ACTIVATION_CAP
+    full_modules: tuple[str, ...] = ()  # module paths whose full calls are saved (`--modules`); the rest are sketched

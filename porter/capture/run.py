@@ -7,7 +7,8 @@ porter.targets.base.Stack):
 2. prepare (place / compile / export) and a first forward; a failure becomes a failed
    bundle (manifest status "failed", the error, op and module) and a CaptureFailure;
 3. numerics of the output (NaN/Inf are flagged, not fatal);
-4. per-module activations in a separate, unprofiled forward (size-capped);
+4. per-module activation sketches in a separate, unprofiled forward (bounded, never capped;
+   full tensors only for the modules named with --modules);
 5. timing of whole forwards, unprofiled, every sample kept;
 6. profiled steps under the stack's profiler -> raw trace -> schema tables;
 7. device ceilings, versions, manifest; all written through bundle.staging() so an
@@ -73,20 +74,28 @@ def numerics(out: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def save_activations(dirpath: Path, acts: Any, final: torch.Tensor | None, first_input: Any) -> dict[str, Any]:
+def save_activations(dirpath: Path, acts: Any, final: torch.Tensor | None, first_input: Any,
+                     full_modules: tuple[str, ...]) -> dict[str, Any]:
+    """activations/: every module's sketch, the model's output and input in full, and the full
+    calls of full_modules (porter.targets.sketch). Nothing is capped: what is not recorded is
+    listed with its reason."""
     from safetensors.torch import save_file
 
+    from porter.targets.sketch import SAMPLES, save_sketches
+
     dirpath.mkdir(parents=True, exist_ok=True)
-    outputs = dict(acts.outputs)
-    inputs = dict(acts.inputs)
-    if final is not None:
-        outputs[OUTPUT_KEY] = final.contiguous()
-    if isinstance(first_input, torch.Tensor):
-        inputs[INPUT_KEY] = first_input.detach().cpu().contiguous()
+    save_sketches(dirpath, acts.summaries, acts.samples)
+    outputs = {OUTPUT_KEY: final.contiguous()} if final is not None else {}
+    inputs = {INPUT_KEY: first_input.detach().cpu().contiguous()} if isinstance(first_input, torch.Tensor) else {}
     save_file(outputs, str(dirpath / "outputs.safetensors"))
     save_file(inputs, str(dirpath / "inputs.safetensors"))
-    return {"source": acts.source, "bytes": acts.nbytes, "modules": len(acts.outputs),
-            "skipped": acts.skipped, "output_key": OUTPUT_KEY, "input_key": INPUT_KEY}
+    save_file({k: v.contiguous() for k, v in acts.calls.items()}, str(dirpath / "modules.safetensors"))
+    saved = sorted({k.rpartition("#")[0] for k in acts.calls})
+    missing = {m: acts.not_recorded.get(m, "no module with this path was called") for m in full_modules if m not in saved}
+    return {"source": acts.source, "sketched": len(acts.summaries), "samples_per_module": SAMPLES,
+            "not_recorded": dict(sorted(acts.not_recorded.items())), "full_modules": saved,
+            "full_modules_missing": missing, "full_bytes": int(sum(t.numel() * t.element_size() for t in acts.calls.values())),
+            "output_key": OUTPUT_KEY, "input_key": INPUT_KEY}
 
 
 def module_share(ops: pd.DataFrame) -> float:
@@ -172,9 +181,9 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
         act_info: dict[str, Any] = {"captured": False}
         if opts.activations:
             progress("per-module activations (unprofiled forward)")
-            acts = stack.module_activations(prepared, opts.activation_cap_bytes)
+            acts = stack.module_activations(prepared, tuple(opts.full_modules))
             act_info = {"captured": True, "native_module_outputs": stack.native_module_outputs,
-                        **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0])}
+                        **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0], tuple(opts.full_modules))}
 
         progress(f"timing {opts.repeats} forwards")
         timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats)

@@ -88,12 +88,18 @@ class Prepared:
 
 @dataclass
 class Activations:
-    """Per-module tensors from one unprofiled forward, keyed by module path."""
+    """Per-module records of one unprofiled forward, keyed by module path (porter.targets.sketch).
 
-    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
-    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # paths left out by the size cap
-    nbytes: int = 0
+    Every called module gets a sketch (summary + fixed-seed samples of its first floating
+    output); ``calls`` holds full tensors only for the modules asked for by name (the tensor
+    leaves of their (args, kwargs) and output, keyed by sketch.call_key); ``not_recorded``
+    says why a module has no sketch (never called, no floating-point output).
+    """
+
+    summaries: dict[str, Any] = field(default_factory=dict)  # path -> sketch.Summary
+    samples: dict[str, Any] = field(default_factory=dict)  # path -> float64 numpy samples
+    calls: dict[str, torch.Tensor] = field(default_factory=dict)
+    not_recorded: dict[str, str] = field(default_factory=dict)
     source: str = ""  # how they were taken, e.g. "hooks", "eager hooks on the same device"
 
 
@@ -104,6 +110,17 @@ def module_path(qualified_name: str) -> str:
 
 def range_name(path: str) -> str:
     return f"{MODULE_RANGE_PREFIX}{path}"
+
+
+def first_float_tensor(value: Any) -> torch.Tensor | None:
+    """The first floating-point tensor leaf of a pytree (HF ModelOutput included), or None."""
+    leaves = torch.utils._pytree.tree_leaves(value)
+    return next((t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+
+
+def tensor_leaves(value: Any) -> list[torch.Tensor]:
+    """Every tensor leaf of a pytree, in flatten order (the order a recorded call is saved in)."""
+    return [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 def first_tensor(value: Any) -> torch.Tensor | None:
@@ -148,6 +165,7 @@ def module_hooks(
     scope: Callable[[str], ContextManager[Any]] | None = None,
     tracker: ModuleTracker | None = None,
     on_output: Callable[[str, Any, Any], None] | None = None,
+    on_call: Callable[[str, tuple[Any, ...], dict[str, Any], Any], None] | None = None,
 ) -> Iterator[None]:
     """Install forward pre/post hooks on every submodule of root for the duration.
 
@@ -155,6 +173,7 @@ def module_hooks(
     tags a module's work (torch: torch_range; XLA: a jax.named_scope); None tags nothing.
     tracker: keep the running module stack (for naming the module a failure happened in).
     on_output(path, inputs, output): called after each module's forward.
+    on_call(path, args, kwargs, output): the same, with the keyword arguments of the call.
     Hooks are always removed and scopes closed, also when the forward raises.
     """
     handles = []
@@ -168,7 +187,7 @@ def module_hooks(
             ctx.__enter__()
             open_scopes.setdefault(id(mod), []).append(ctx)
 
-    def post(path: str, mod: torch.nn.Module, args: Any, output: Any) -> None:
+    def post(path: str, mod: torch.nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         if scope is not None:
             stack = open_scopes.get(id(mod))
             if stack:
@@ -177,13 +196,15 @@ def module_hooks(
             tracker.stack.pop()
         if on_output is not None:
             on_output(path, args, output)
+        if on_call is not None:
+            on_call(path, args, kwargs, output)
 
     for name, mod in root.named_modules():
         if not name:
             continue  # the root is the whole step; it carries no module path
         path = module_path(name)
         handles.append(mod.register_forward_pre_hook(lambda m, a, _n=name, _p=path: pre(_n, _p, m, a)))
-        handles.append(mod.register_forward_hook(lambda m, a, o, _p=path: post(_p, m, a, o)))
+        handles.append(mod.register_forward_hook(lambda m, a, k, o, _p=path: post(_p, m, a, k, o), with_kwargs=True))
     try:
         yield
     except BaseException:
@@ -210,6 +231,7 @@ class Stack(abc.ABC):
     trace_format: str = ""  # the profilers/ reader FORMAT of the raw trace profile() writes
     module_attribution: str = "hooks"  # or "compiler": where module paths in the trace come from
     no_module_runs: str = ""  # why run_module is not offered on this stack ("" = it is)
+    no_op_runs: str = ""  # why run_op is not offered on this stack ("" = it is)
     native_module_outputs: bool = True  # module_activations reflect this stack's own numerics
 
     # ---- public API (shared) ----
@@ -278,9 +300,26 @@ class Stack(abc.ABC):
             raise PorterError(f"model {prepared.model.name} returned no tensor on {self.name}")
         return t
 
-    def module_activations(self, prepared: Prepared, cap_bytes: int) -> Activations:
-        """Per-module outputs and inputs (CPU tensors) of one unprofiled forward, within cap_bytes."""
-        return self.module_activations_impl(prepared, cap_bytes)
+    def module_activations(self, prepared: Prepared, full_modules: tuple[str, ...] = ()) -> Activations:
+        """Per-module sketches of one unprofiled forward, and the full calls of full_modules."""
+        return self.module_activations_impl(prepared, tuple(full_modules))
+
+    def run_call(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """module(*args, **kwargs) alone on this stack, fed CPU torch values (any pytree, non-tensor
+        arguments included, as a recorded call holds them); the output pytree on the CPU (an HF
+        ModelOutput stays one). Compiling stacks compile the module by itself, once."""
+        if self.no_module_runs:
+            raise PorterError(f"the {self.name} stack does not run single modules: {self.no_module_runs}")
+        if not isinstance(module, torch.nn.Module):
+            raise PorterError(f"run_call needs a torch.nn.Module, not {type(module).__name__}")
+        return self.to_torch_cpu_impl(self.run_call_impl(module, tuple(args), dict(kwargs), self.resolve_device(device)))
+
+    def run_op(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """One aten op (a torch._ops.OpOverload) alone on this stack, fed CPU torch values; its
+        output pytree on the CPU. The op-level replay of a module that introduces error."""
+        if self.no_op_runs:
+            raise PorterError(f"the {self.name} stack does not run single ops: {self.no_op_runs}")
+        return self.to_torch_cpu_impl(self.run_op_impl(op, tuple(args), dict(kwargs), self.resolve_device(device)))
 
     def run_module(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> torch.Tensor:
         """Run one submodule alone on this stack, fed CPU torch inputs; its output as a CPU tensor.
@@ -293,7 +332,7 @@ class Stack(abc.ABC):
             raise PorterError(f"the {self.name} stack does not run single modules: {self.no_module_runs}")
         if not isinstance(module, torch.nn.Module):
             raise PorterError(f"run_module needs a torch.nn.Module, not {type(module).__name__}")
-        out = first_tensor(self.to_torch_cpu_impl(self.run_module_impl(module, tuple(inputs), self.resolve_device(device))))
+        out = first_tensor(self.to_torch_cpu_impl(self.run_call_impl(module, tuple(inputs), {}, self.resolve_device(device))))
         if out is None:
             raise PorterError(f"module {type(module).__name__} returned no tensor on {self.name}")
         return out
@@ -358,11 +397,15 @@ class Stack(abc.ABC):
         return torch.utils._pytree.tree_map(lambda t: t.detach().cpu() if isinstance(t, torch.Tensor) else t, out)
 
     @abc.abstractmethod
-    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations: ...
+    def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations: ...
 
-    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
-        """Stack-native output of module(*inputs) on this stack (inputs are CPU torch tensors)."""
+    def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """Stack-native output of module(*args, **kwargs) on this stack (CPU torch inputs)."""
         raise NotImplementedError(f"the {self.name} stack cannot run a single module")
+
+    def run_op_impl(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """Stack-native output of one aten op on this stack (CPU torch inputs)."""
+        raise NotImplementedError(f"the {self.name} stack cannot run a single op")
 
     def versions_impl(self) -> dict[str, str]:
         return {}

@@ -11,7 +11,9 @@ and so would record nothing.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import logging
+from typing import Any, Iterator
 
 import torch
 
@@ -26,11 +28,42 @@ RECORDING_CONFIG = {"cpp.enable_kernel_profile": True, "trace.provenance_trackin
                     "fx_graph_cache": False}
 
 
+RECOMPILE_LIMIT = 4096  # one compile per module instance in a per-module accuracy run
+COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes")
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(f"{record.name} {record.levelname}: {record.getMessage()}")
+
+
+@contextlib.contextmanager
+def captured_logs(sink: list[str]) -> Iterator[None]:
+    """Send the compiler's log records (recompiles, graph breaks, warnings) to sink, not the terminal."""
+    saved = []
+    for name in COMPILE_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate))
+        logger.handlers, logger.propagate = [_ListHandler(sink)], False
+    try:
+        yield
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+
+
 class TorchInductor(TorchStack):
     name = "inductor"
     module_attribution = "compiler"
     activation_source = "forward hooks on the eager module on the same device (compiled numerics: final output only)"
     native_module_outputs = False  # hooks inside the compiled graph would break it (ARCHITECTURE facts)
+
+    def __init__(self) -> None:
+        self.compile_log: list[str] = []  # per-module/per-op compiles' log lines (porter.accuracy_run keeps them)
 
     def make_call(self, prepared: Prepared):
         from torch._inductor.compile_fx import compile_fx
@@ -72,18 +105,27 @@ class TorchInductor(TorchStack):
         return attribution.attribute(ops, prepared.info.get("_calls", []))
 
     def module_callable(self, module: torch.nn.Module):
-        """The submodule compiled by itself with inductor, whole graph or an error.
+        """The submodule compiled by itself with inductor: whole graph, static shapes, or an error.
 
-        Modules sharing one forward (every nn.Linear) recompile per instance; past dynamo's
-        recompile limit it would quietly run eager, so that limit is made an error here.
+        Modules sharing one forward (every nn.Linear) recompile per instance, so dynamo's
+        recompile limit is raised for the call (a hit would quietly run eager, so it is made
+        an error too); dynamo's and inductor's log lines go to self.compile_log, not the
+        terminal.
         """
+        return self._compiled(torch.compile(module, backend="inductor", fullgraph=True, dynamic=False))
+
+    def op_callable(self, op: Any):
+        """One aten op compiled by itself with inductor (static shapes)."""
+        return self._compiled(torch.compile(lambda *a, **k: op(*a, **k), backend="inductor", fullgraph=True, dynamic=False))
+
+    def _compiled(self, compiled: Any):
         import torch._dynamo
 
-        compiled = torch.compile(module, backend="inductor", fullgraph=True)
-
-        def call(*inputs: Any) -> Any:
-            with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-                return compiled(*inputs)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with captured_logs(self.compile_log), torch._dynamo.config.patch(
+                    fail_on_recompile_limit_hit=True, recompile_limit=RECOMPILE_LIMIT,
+                    accumulated_recompile_limit=RECOMPILE_LIMIT * 8):
+                return compiled(*args, **kwargs)
 
         return call
 

@@ -203,6 +203,7 @@ class OrtStack(Stack):
     module_attribution = "compiler"  # from the exporter's node metadata, not hooks
     # Exporting each submodule by itself takes ~8 s on two cores (dynamo export + session).
     no_module_runs = "exporting every submodule to ONNX separately takes seconds per module; local error is not measured"
+    no_op_runs = "ONNX Runtime runs exported graphs, not single aten ops; op-level replay is not offered"
 
     def availability_impl(self, device: str) -> Availability:
         for pkg in ("onnxruntime", "onnxscript", "onnx"):
@@ -292,11 +293,19 @@ class OrtStack(Stack):
         prepared.info.update(profiled_step_s=step_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
         return dest
 
-    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations:
-        """Each module's output value added as a graph output, from one extra session run."""
+    def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:
+        """Each module's output value added as a graph output, from one extra session run, and
+        sketched (porter.targets.sketch). ORT returns all requested outputs of a run at once;
+        they are sketched and dropped one by one. Module inputs are not graph values here, so
+        full calls (--modules) are refused with a one-line error."""
         import onnx
         import onnxruntime as ort
 
+        from porter.targets.sketch import torch_sketch
+
+        if full_modules:
+            raise PorterError("ort cannot save full module calls (--modules): module inputs are not graph values here",
+                              hint="capture the suspects' full calls on the eager, inductor or xla stack")
         acts = Activations(source="module output values exposed as ONNX graph outputs (ORT numerics)")
         proto = onnx.load(str(prepared.handle["onnx"]))
         node_modules = {k: v["module"] for k, v in prepared.handle["nodes"].items()}
@@ -315,12 +324,16 @@ class OrtStack(Stack):
         names = [o.name for o in sess.get_outputs()]
         values = dict(zip(names, sess.run(names, dict(zip(prepared.handle["input_names"], prepared.inputs)))))
         for path in sorted(wanted):
-            arr = values[wanted[path]]
-            if acts.nbytes + arr.nbytes > cap_bytes:
-                acts.skipped.append(path)
+            arr = values.get(wanted[path])
+            if arr is None or arr.dtype.kind != "f":
+                acts.not_recorded[path] = "its output is not a floating-point graph value"
                 continue
-            acts.outputs[path] = torch.from_numpy(arr.copy())
-            acts.nbytes += arr.nbytes
+            acts.summaries[path], acts.samples[path] = torch_sketch(torch.from_numpy(arr))
+        for name, mod in prepared.model.module.named_modules():
+            path = module_path(name)
+            if name and path not in acts.summaries and path not in acts.not_recorded:
+                acts.not_recorded[path] = ("a container (ModuleList/ModuleDict) that is never called" if path not in called
+                                           else "the exporter left no graph value that is this module's output")
         return acts
 
     def versions_impl(self) -> dict[str, str]:

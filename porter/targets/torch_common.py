@@ -14,7 +14,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from porter.targets.ceilings import torch_device, torch_sync
-from porter.targets.base import Activations, Availability, ModuleTracker, Prepared, Stack, first_tensor, module_hooks
+from porter.targets.base import (Activations, Availability, ModuleTracker, Prepared, Stack, first_float_tensor, module_hooks,
+                                 module_path, tensor_leaves)
+from porter.targets.sketch import call_key, torch_sketch
 
 CUDA_REMEDY = "capture on {what} host with `porter capture MODEL --on {device} -o DIR` and pass the bundle with --from/--to"
 
@@ -96,46 +98,69 @@ class TorchStack(Stack):
         prepared.info["profiled_step_s"] = step_s
         return path
 
-    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations:
-        """Hooks on the eager module on the same device (see activation_source)."""
+    def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:
+        """Hooks on the eager module on the same device (see activation_source): each output is
+        sketched as it is produced and dropped, so memory stays a few activations."""
         acts = Activations(source=self.activation_source)
-
-        def keep(store: dict[str, torch.Tensor], path: str, value: Any) -> None:
-            t = first_tensor(value)
-            if t is None:
-                return
-            size = t.numel() * t.element_size()
-            if acts.nbytes + size > cap_bytes:
-                acts.skipped.append(path)
-                return
-            store[path] = to_cpu_copy(t)
-            acts.nbytes += size
-
-        def on_output(path: str, args: Any, output: Any) -> None:
-            keep(acts.inputs, path, args)
-            keep(acts.outputs, path, output)
-
         module = prepared.handle
-        with torch.no_grad(), module_hooks(module, on_output=on_output):
+        with torch.no_grad(), module_hooks(module, on_call=lambda *call: record_call(acts, full_modules, *call)):
             module(*prepared.inputs)
             torch_sync(prepared.device)
-        acts.skipped = sorted(set(acts.skipped))
+        note_uncalled(acts, module)
         return acts
 
     activation_source = "forward hooks on the eager module"
 
-    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
+    def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         dev = torch_device(device)
         module = module.to(dev).eval()
         fn = self.module_callable(module)
         with torch.no_grad():
-            out = fn(*(place(x, dev) for x in inputs))
+            out = fn(*place(args, dev), **place(kwargs, dev))
+        torch_sync(device)
+        return out
+
+    def run_op_impl(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        dev = torch_device(device)
+        fn = self.op_callable(op)
+        with torch.no_grad():
+            out = fn(*place(args, dev), **place(kwargs, dev))
         torch_sync(device)
         return out
 
     def module_callable(self, module: torch.nn.Module):
         """How this stack runs one module by itself (eager: the module as is)."""
         return module
+
+    def op_callable(self, op: Any):
+        """How this stack runs one aten op by itself (eager: the op as is)."""
+        return op
+
+
+def record_call(acts: Activations, full_modules: tuple[str, ...], path: str, args: Any, kwargs: Any, output: Any) -> None:
+    """One module call into acts: its output's sketch (first call of a shared module only) and,
+    for the modules asked for by name, the tensor leaves of its (args, kwargs) and output."""
+    if path in acts.summaries or path in acts.not_recorded:
+        return
+    t = first_float_tensor(output)
+    if t is None:
+        acts.not_recorded[path] = "its output holds no floating-point tensor"
+        return
+    acts.summaries[path], acts.samples[path] = torch_sketch(t)
+    if path in full_modules:
+        for side, value in (("in", (args, kwargs)), ("out", output)):
+            for i, leaf in enumerate(tensor_leaves(value)):
+                acts.calls[call_key(path, side, i)] = to_cpu_copy(leaf)
+
+
+def note_uncalled(acts: Activations, root: torch.nn.Module) -> None:
+    """Modules the forward never called (containers such as ModuleList, unused branches)."""
+    for name, mod in root.named_modules():
+        path = module_path(name)
+        if name and path not in acts.summaries and path not in acts.not_recorded:
+            kind = "a container (ModuleList/ModuleDict) that is never called" if isinstance(
+                mod, (torch.nn.ModuleList, torch.nn.ModuleDict)) else "never called by this forward"
+            acts.not_recorded[path] = kind
 
 
 class FailedOpWatch(TorchDispatchMode):

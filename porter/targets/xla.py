@@ -32,8 +32,9 @@ from porter.targets.base import (
     ModuleTracker,
     Prepared,
     Stack,
-    first_tensor,
+    first_float_tensor,
     module_hooks,
+    tensor_leaves,
 )
 
 TPU_REMEDY = "capture on a TPU VM with `porter capture MODEL --on tpu -o DIR` and pass the bundle"
@@ -50,6 +51,7 @@ def jax_module_scopes(
     root: torch.nn.Module,
     tracker: ModuleTracker | None = None,
     on_output: Callable[[str, Any, Any], None] | None = None,
+    on_call: Callable[..., None] | None = None,
 ) -> Iterator[None]:
     """module_hooks with a jax.named_scope per submodule, entered while a forward is traced.
 
@@ -62,7 +64,7 @@ def jax_module_scopes(
 
     with jax.named_scope(scope_name("")):
         with module_hooks(root, scope=lambda name: jax.named_scope(scope_name(name)),
-                          tracker=tracker, on_output=on_output):
+                          tracker=tracker, on_output=on_output, on_call=on_call):
             yield
 
 
@@ -70,6 +72,17 @@ def _jax_device(device: str):
     import jax
 
     return jax.devices(JAX_PLATFORM[device])[0]
+
+
+def _jax_sketch(x: Any, idx: Any) -> dict[str, Any]:
+    """porter.targets.sketch fields of one jax array, computed on the device (finite elements)."""
+    import jax.numpy as jnp
+
+    flat = x.reshape(-1)
+    finite = jnp.isfinite(flat)
+    clean = jnp.where(finite, flat, 0).astype(jnp.float32)
+    return {"samples": flat[idx], "l2": jnp.sqrt(jnp.sum(clean * clean)), "max_abs": jnp.max(jnp.abs(clean), initial=0.0),
+            "nan": jnp.sum(jnp.isnan(flat)), "inf": jnp.sum(jnp.isinf(flat))}
 
 
 def _to_torch(value: Any) -> Any:
@@ -81,11 +94,29 @@ def _to_torch(value: Any) -> Any:
     return jax.tree_util.tree_map(lambda a: mappings.j2t(np.array(a)) if isinstance(a, jax.Array) else a, value)
 
 
+PLAIN = (bool, int, float, str, type(None))
+
+
+def _program_key(module: torch.nn.Module, weights: dict[str, Any], leaves: list[Any], spec: Any, device: str) -> tuple:
+    """What decides the program a module's call traces to, weights' values aside: each
+    submodule's class and plain attributes (a flag such as LayerNorm's eps or a planted
+    ``fragile``), weight shapes and dtypes, the call's tensor shapes and its other arguments."""
+    structure = tuple((name, type(m).__module__, type(m).__qualname__,
+                       tuple(sorted((k, repr(v)) for k, v in vars(m).items() if isinstance(v, PLAIN) and k != "training")))
+                      for name, m in module.named_modules())
+    shapes = tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in weights.items()))
+    call = tuple((tuple(x.shape), str(x.dtype)) if isinstance(x, torch.Tensor) else ("value", repr(x)) for x in leaves)
+    return (device, structure, shapes, call, str(spec))
+
+
 class XlaStack(Stack):
     name = "xla"
     devices = ("tpu", "cpu", "cuda", "rocm")
     trace_format = "xplane"
     module_attribution = "hooks"
+
+    def __init__(self) -> None:
+        self._compiled_calls: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # run_call's jitted programs
 
     # ---- availability ----
     def availability_impl(self, device: str) -> Availability:
@@ -191,48 +222,68 @@ class XlaStack(Stack):
         return dest
 
     # ---- activations ----
-    def module_activations_impl(self, prepared: Prepared, cap_bytes: int) -> Activations:
-        """Per-module outputs from the compiled program, returned as extra jit outputs.
+    def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:
+        """Per-module sketches computed inside a jitted copy of the program (XLA numerics).
 
-        A separate jit of the same function that also returns each module's output: XLA
-        numerics (fused, compiled) rather than op-by-op eager. Extra outputs can change
-        fusion at module boundaries; the profiled program never has them.
+        The copy returns, per module, only its output's summary and sampled elements (and the
+        full call of the modules in full_modules), so device and host memory stay a few
+        activations whatever the model's depth. Extra outputs can change fusion at module
+        boundaries; the profiled program never has them.
         """
         import jax
+        import numpy as np
+
+        from porter.targets.sketch import Summary, call_key, positions
 
         h = prepared.handle
-        module, fn, weights = h["module"], h["fn"], h["weights"]
-        env = h["env"]
-        acts = Activations(source="extra outputs of a jitted copy of the program (XLA numerics)")
+        module, fn, weights, env = h["module"], h["fn"], h["weights"], h["env"]
+        acts = Activations(source="sketches computed inside a jitted copy of the program (XLA numerics)")
+        meta: dict[str, tuple[list[int], str]] = {}
+        no_float: set[str] = set()
 
         def traced(w: Any, args: tuple[Any, ...]) -> Any:
-            outs: dict[str, Any] = {}
-            ins: dict[str, Any] = {}
+            got: dict[str, Any] = {}
+            calls: dict[str, Any] = {}
 
-            def on_output(path: str, margs: Any, output: Any) -> None:
-                for store, value in ((ins, margs), (outs, output)):
-                    t = first_tensor(value)
-                    if t is not None and path not in store:  # first call of a shared module
-                        store[path] = env.t2j_iso(t)
+            def on_call(path: str, margs: Any, kwargs: Any, output: Any) -> None:
+                if path in got or path in no_float:  # first call of a shared module
+                    return
+                t = first_float_tensor(output)
+                if t is None:
+                    no_float.add(path)
+                    return
+                got[path] = _jax_sketch(env.t2j_iso(t), positions(t.numel()))
+                meta[path] = (list(t.shape), str(t.dtype).replace("torch.", ""))
+                if path in full_modules:
+                    for side, value in (("in", (margs, kwargs)), ("out", output)):
+                        for i, leaf in enumerate(tensor_leaves(value)):
+                            calls[call_key(path, side, i)] = env.t2j_iso(leaf)
 
-            with torch.no_grad(), jax_module_scopes(module, on_output=on_output):
-                res = fn(w, args)
-            return res, outs, ins
+            with torch.no_grad(), jax_module_scopes(module, on_call=on_call):
+                fn(w, args)
+            return got, calls
 
-        _, outs, ins = jax.jit(traced)(weights, prepared.inputs)
-        for store, got in ((acts.outputs, outs), (acts.inputs, ins)):
-            for path in sorted(got):
-                size = int(got[path].size * got[path].dtype.itemsize)
-                if acts.nbytes + size > cap_bytes:
-                    acts.skipped.append(path)
-                    continue
-                store[path] = _to_torch(got[path])
-                acts.nbytes += size
-        acts.skipped = sorted(set(acts.skipped))
+        got, calls = jax.jit(traced)(weights, prepared.inputs)
+        for path, sk in got.items():
+            shape, dtype = meta[path]
+            acts.summaries[path] = Summary(shape=shape, dtype=dtype, numel=int(np.prod(shape, dtype=np.int64)),
+                                           l2=float(sk["l2"]), max_abs=float(sk["max_abs"]),
+                                           nan=int(sk["nan"]), inf=int(sk["inf"]))
+            acts.samples[path] = np.asarray(sk["samples"], dtype=np.float64)
+        acts.calls = {k: _to_torch(v) for k, v in calls.items()}
+        acts.not_recorded = {p: "its output holds no floating-point tensor" for p in no_float}
+        from porter.targets.torch_common import note_uncalled
+
+        note_uncalled(acts, module)
         return acts
 
-    def run_module_impl(self, module: torch.nn.Module, inputs: tuple[Any, ...], device: str) -> Any:
-        """The submodule as its own jitted JAX function (torchax), on the device."""
+    def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """The submodule as its own jitted JAX function (torchax), on the device. Tensor leaves of
+        the call are the jit's arguments; every other argument is baked in as the call had it.
+
+        Weights are arguments too, so modules that compute the same program (same class and
+        plain attributes all the way down, same weight and input shapes, same other arguments:
+        the twelve layers of a BERT) share one compile (``_compiled_calls``)."""
         import jax
 
         from porter.targets.torchax_shim import import_torchax
@@ -243,10 +294,41 @@ class XlaStack(Stack):
         with torch.no_grad():
             weights, fn = tx.extract_jax(module.eval(), env)
         weights = jax.device_put(weights, jdev)
-        args = tuple(jax.device_put(env.t2j_copy(x), jdev) if isinstance(x, torch.Tensor) else x for x in inputs)
-        out = jax.jit(fn)(weights, args)
-        jax.block_until_ready(out)
-        return out
+        leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+        is_tensor = [isinstance(x, torch.Tensor) for x in leaves]
+        tensors = [jax.device_put(env.t2j_copy(x), jdev) for x in leaves if isinstance(x, torch.Tensor)]
+        key = _program_key(module, weights, leaves, spec, device)
+        if key not in self._compiled_calls:
+            out: dict[str, Any] = {}  # the output's pytree structure, seen while tracing
+
+            def call(w: Any, ts: list[Any]) -> list[Any]:
+                it = iter(ts)
+                a, kw = torch.utils._pytree.tree_unflatten([next(it) if t else x for x, t in zip(leaves, is_tensor)], spec)
+                with torch.no_grad():
+                    flat, out["spec"] = torch.utils._pytree.tree_flatten(fn(w, a, kw))
+                out["arrays"] = [isinstance(x, jax.Array) for x in flat]
+                out["others"] = [None if k else x for x, k in zip(flat, out["arrays"])]
+                return [x for x, k in zip(flat, out["arrays"]) if k]
+
+            self._compiled_calls[key] = (jax.jit(call), out)
+        jitted, out = self._compiled_calls[key]
+        arrays = iter(_to_torch(jax.block_until_ready(jitted(weights, tensors))))  # before the pytree is rebuilt:
+        # jax does not know an HF ModelOutput, torch's pytree does
+        flat = [next(arrays) if is_array else other for is_array, other in zip(out["arrays"], out["others"])]
+        return torch.utils._pytree.tree_unflatten(flat, out["spec"])
+
+    def run_op_impl(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        """One aten op executed eagerly through jax by torchax (its own lowering of the op)."""
+        import jax
+
+        from porter.targets.torchax_shim import import_torchax
+
+        env = import_torchax().default_env()
+        jdev = _jax_device(device)
+        move = lambda x: env.j2t_iso(jax.device_put(env.t2j_copy(x), jdev)) if isinstance(x, torch.Tensor) else x  # noqa: E731
+        with torch.no_grad(), env:
+            out = op(*torch.utils._pytree.tree_map(move, args), **torch.utils._pytree.tree_map(move, kwargs))
+        return torch.utils._pytree.tree_map(lambda t: t.jax() if hasattr(t, "jax") else t, out)
 
     # ---- facts ----
     def versions_impl(self) -> dict[str, str]:
