@@ -385,12 +385,13 @@ def ints(values: list[IntOrStr]) -> np.ndarray:
 
 
 def as_int(value: IntOrStr, default: int = -1) -> int:
-    """Kineto writes some ids as strings (MTIA stream_id "108"); anything else is `default`."""
-    if type(value) is int:
-        return value
+    """Kineto writes some ids as strings (MTIA stream_id "108"); anything else, or an id
+    outside int64, is `default`."""
     if isinstance(value, str):
         try:
-            return int(value)
+            value = int(value) if len(value) <= 20 else default
         except ValueError:
             return default
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return value
     return default
