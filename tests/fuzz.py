@@ -34,7 +34,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import orjson  # noqa: E402
 
-from mutation import Pick, mutate_bytes, mutate_json, regzip  # noqa: E402
+from mutation import Pick, mutate_bytes, mutate_json, mutate_xspace, regzip  # noqa: E402
 
 SEED_EVENTS = 40  # events kept per Kineto category in a cut-down seed
 SEED_RECORDS = 120  # records kept per rocprofv3 table
@@ -88,7 +88,10 @@ def seeds(corpus: Path) -> list[Seed]:
 def make_case(seed: Seed, number: int) -> bytes:
     """The damaged file for case `number` (deterministic)."""
     pick = Pick(rng=random.Random(number))
-    data = mutate_json(seed.data, pick) if seed.is_json else mutate_bytes(seed.data, pick)
+    if seed.is_json:
+        data = mutate_json(seed.data, pick)
+    else:  # protobuf: half byte damage, half damage to the parsed message
+        data = mutate_xspace(seed.data, pick) if pick.int(0, 1) else mutate_bytes(seed.data, pick)
     return regzip(data, pick) if seed.gzipped else data
 
 

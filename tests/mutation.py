@@ -130,6 +130,51 @@ def mutate_json(data: bytes, pick: Pick) -> bytes:
     return _dumps(doc, depth)
 
 
+PROTO_INTS = (2**63 - 1, -(2**63), -1, 0, 10**15)
+PROTO_UINTS = (2**64 - 1, 0, 2**63)
+PROTO_DOUBLES = (float("nan"), float("inf"), float("-inf"), 1e308, -1.0)
+PROTO_BYTES = (b"Stream #" + b"9" * 25 + b"(Kernel)", b"/device:GPU:" + b"9" * 25, b"XLA Ops", b"Steps", b"[red]x",
+               b"\xff\xfe\x00", b"", b"x" * 10_000, b"jit_f(" + b"9" * 25 + b")", b"12345678901234567890123")
+
+
+def mutate_xspace(data: bytes, pick: Pick) -> bytes:
+    """Damage an XSpace protobuf where a byte flip rarely reaches: one field somewhere set
+    to an extreme int, a non-finite double or an odd name, or a repeated message
+    duplicated or dropped; then serialised again (valid protobuf, wrong content)."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    from profilers.xspace_proto import parse_xspace
+
+    space = parse_xspace(data)
+    slots, stack = [], [space]
+    while stack:
+        msg = stack.pop()
+        for fd, value in msg.ListFields():
+            slots.append((msg, fd))
+            if fd.type == F.TYPE_MESSAGE:
+                stack.extend(value if fd.is_repeated else [value])
+    msg, fd = slots[pick.int(0, len(slots) - 1)]
+    field = getattr(msg, fd.name)
+    if fd.is_repeated:
+        if len(field) and fd.type == F.TYPE_MESSAGE:
+            i = pick.int(0, len(field) - 1)
+            if pick.int(0, 1):
+                field.add().CopyFrom(field[i])
+            else:
+                del field[i]
+        elif len(field):
+            del field[pick.int(0, len(field) - 1)]
+    elif fd.type in (F.TYPE_INT64, F.TYPE_INT32):
+        setattr(msg, fd.name, pick.choice(PROTO_INTS))
+    elif fd.type in (F.TYPE_UINT64, F.TYPE_UINT32):
+        setattr(msg, fd.name, pick.choice(PROTO_UINTS))
+    elif fd.type == F.TYPE_DOUBLE:
+        setattr(msg, fd.name, pick.choice(PROTO_DOUBLES))
+    elif fd.type == F.TYPE_BYTES:
+        setattr(msg, fd.name, pick.choice(PROTO_BYTES))
+    return space.SerializeToString()
+
+
 def mutate(data: bytes, draw) -> bytes:
     """One hypothesis-driven mutation of a JSON document (for the per-reader tests)."""
     return mutate_json(data, Pick(draw=draw))
