@@ -60,5 +60,5 @@ def read_trace(path: Path, fmt: str | None = None) -> ReadResult:
     if fmt is None:
         fmt = detect(path)
     elif fmt not in known:
-        raise TraceFormatError(f"unknown format {fmt!r}", hint=f"choose from {', '.join(sorted(known))}")
+        raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=f"choose from {', '.join(sorted(known))}")
     return known[fmt].read(path).validated()

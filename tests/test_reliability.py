@@ -386,9 +386,22 @@ def _whole_outputs(out: Path) -> list[str]:
     return staged
 
 
-def _kill_at_random_moments(args: list[str], out: Path, runs: int = 20, seed: int = 15) -> list[float]:
-    """Run the CLI once whole, then `runs` times killed (SIGKILL) at uniform random moments
-    of its run time; after each kill the outputs are whole or staged; then a last run."""
+def _staging_appears(out: Path, proc, limit: float) -> float:
+    """Seconds until a hidden (staged) entry appears in `out`, polling; `limit` if none does."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit and proc.poll() is None:
+        if out.is_dir() and any(p.name.startswith(".") for p in out.iterdir()):
+            break
+        time.sleep(0.002)
+    return time.perf_counter() - t0
+
+
+def _kill_at_random_moments(args: list[str], out: Path, runs: int = 20, seed: int = 15) -> None:
+    """Run the CLI once whole, then `runs` times killed (SIGKILL): half at uniform random
+    moments of its whole run, half at uniform random moments of its write phase (from
+    the first staged entry on: the few hundred ms where a kill can leave partial output).
+    After each kill every output is whole or porter's staged entry; a last run must
+    leave no staged entry behind."""
     import random
     import signal
     import subprocess
@@ -397,23 +410,27 @@ def _kill_at_random_moments(args: list[str], out: Path, runs: int = 20, seed: in
     env = dict(os.environ, COLUMNS="160")
     cmd = [sys.executable, "-m", "porter", *args]
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, timeout=600)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    to_write = _staging_appears(out, proc, 600)
+    assert proc.wait(timeout=600) == 0
     full = time.perf_counter() - t0
+    write_phase = max(full - to_write, 0.05)
     rng = random.Random(seed)
-    moments = []
-    for _ in range(runs):
-        moment = rng.uniform(0.0, full)
+    for run in range(runs):
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if run % 2:
+            _staging_appears(out, proc, full)
+            moment = rng.uniform(0.0, write_phase)
+        else:
+            moment = rng.uniform(0.0, full)
         try:
             proc.wait(timeout=moment)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        moments.append(moment)
         _whole_outputs(out)
     subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, timeout=600)
     assert _whole_outputs(out) == [], "the next run must clean what killed runs staged"
-    return moments
 
 
 @pytest.mark.slow
@@ -433,3 +450,18 @@ def test_kill_during_diagnose_leaves_whole_outputs_and_nothing_after_the_next_ru
     _kill_at_random_moments(["diagnose", "--from", str(k / "h100_gaunernst_bert-small-uncased.json.gz"),
                              "--to", str(k / "mi300x_gaunernst_bert-small-uncased.json.gz"), "-o", str(out)], out)
     assert {"diagnosis.json", "source", "target", "report.html"} <= {p.name for p in out.iterdir()}
+
+
+def test_diagnose_with_a_file_as_output_fails_before_reading(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    done = run_porter("diagnose", "--from", str(CPU_MLP_FIXTURE), "--to", str(CPU_MLP_FIXTURE), "-o", str(afile))
+    assert "aligning" not in done.stderr
+    _one_line_error(done, str(afile))
+    assert afile.read_text() == "mine"
+
+
+def test_unknown_format_names_the_file(tmp_path):
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(CPU_MLP_FIXTURE, "bogus")
+    assert str(CPU_MLP_FIXTURE) in str(info.value)
