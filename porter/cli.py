@@ -58,6 +58,13 @@ def print_error(exc: PorterError) -> None:
               soft_wrap=True)
 
 
+def print_warnings(source: Path, manifest: dict) -> None:
+    """What a reader changed or dropped in an otherwise sound trace, one line each."""
+    meta = manifest.get("trace_meta")
+    for warning in meta.get("warnings", []) if isinstance(meta, dict) else []:
+        err.print(Text.assemble(("porter: warning:", "yellow"), " ", shown(f"{source}: {warning}")), soft_wrap=True)
+
+
 def fail(exc: PorterError) -> None:
     print_error(exc)
     raise typer.Exit(exc.exit_code)
@@ -96,6 +103,7 @@ def ingest(
                     f"{s['ops']} ops, {s['kernels']} kernels, {fmt_us(s['device_us_total'])} device time, "
                     f"read in {s['read_seconds']:.2f} s", style="dim")
         out.print(line, highlight=False, soft_wrap=True)
+        print_warnings(trace, b.manifest)
     if failed:
         raise typer.Exit(2)
 
@@ -122,6 +130,7 @@ def show(
         bundle = open_any(target, fmt)
     except PorterError as exc:
         fail(exc)
+    print_warnings(target, bundle.manifest)
     table_df = time_by(bundle.ops, bundle.kernels, by)
     total = float(table_df["device_us"].sum())
     dev = bundle.manifest.get("device", {})

@@ -465,3 +465,20 @@ def test_unknown_format_names_the_file(tmp_path):
     with pytest.raises(TraceFormatError) as info:
         read_trace(CPU_MLP_FIXTURE, "bogus")
     assert str(CPU_MLP_FIXTURE) in str(info.value)
+
+
+def test_negative_durations_are_floored_with_a_counted_warning(tmp_path):
+    """Kineto events with a negative `dur` keep the trace readable: counted as 0 us, and
+    the count is in the manifest and printed as one warning line by ingest."""
+    doc = orjson.loads(gzip.decompress(CPU_MLP_FIXTURE.read_bytes()))
+    timed = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and "dur" in e]
+    for e in timed[:3]:
+        e["dur"] = -5
+    path = tmp_path / "negative.json"
+    path.write_text(json.dumps(doc))
+    result = read_trace(path)
+    assert result.meta.extra["warnings"] == ["3 events with a negative duration were counted as 0 us"]
+    assert (result.ops["host_us"] >= 0).all()
+    done = run_porter("ingest", str(path), "-o", str(tmp_path / "out"))
+    assert done.returncode == 0
+    assert done.stderr.strip().splitlines() == [f"porter: warning: {path}: 3 events with a negative duration were counted as 0 us"]
