@@ -3,10 +3,11 @@ prints. Logic lives in the modules it calls, so everything here is scriptable fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -58,6 +59,34 @@ def print_error(exc: PorterError) -> None:
               soft_wrap=True)
 
 
+@contextlib.contextmanager
+def read_progress() -> Iterator[None]:
+    """A bar per big gzipped trace while it decompresses (profilers/progress.py); on a
+    terminal only, so pipes and logs stay one line per message."""
+    from profilers import progress
+
+    if not err.is_terminal:
+        yield
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("reading {task.description}", markup=False), BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn(), console=err, transient=True)
+    tasks: dict[Path, Any] = {}
+
+    def report(path: Path, done: int, total: int) -> None:
+        if path not in tasks:
+            tasks[path] = bar.add_task(shown(path.name), total=total)
+        bar.update(tasks[path], completed=done)
+
+    with bar:
+        progress.set_reporter(report)
+        try:
+            yield
+        finally:
+            progress.set_reporter(None)
+
+
 def print_warnings(source: Path, manifest: dict) -> None:
     """What a reader changed or dropped in an otherwise sound trace, one line each."""
     meta = manifest.get("trace_meta")
@@ -88,7 +117,8 @@ def ingest(
     failed, written = 0, set()
     for trace in traces:
         try:
-            dest = ingest_one(trace, out_dir, fmt, taken=written)
+            with read_progress():
+                dest = ingest_one(trace, out_dir, fmt, taken=written)
             b = load_bundle(dest)
         except OutputError as exc:
             fail(exc)  # the next trace cannot be written there either
@@ -127,7 +157,8 @@ def show(
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
     try:
-        bundle = open_any(target, fmt)
+        with read_progress():
+            bundle = open_any(target, fmt)
     except PorterError as exc:
         fail(exc)
     print_warnings(target, bundle.manifest)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import pandas as pd
 
 from porter.errors import TraceFormatError
 from porter.schema import coerce_kernels, coerce_ops, validate
+from profilers import progress
 from profilers.limits import InflateLimit, check_file_size, check_regular, decompressed_cap, too_large
 
 
@@ -69,7 +70,7 @@ _GZIP_STEP = 1 << 16  # compressed bytes fed to zlib per call: its output stays 
 _MAX_RATIO = 1032  # deflate's largest expansion: caps a damaged trailer's size claim
 
 
-def gunzip(data: bytes, limit: int = 1 << 62) -> bytearray:
+def gunzip(data: bytes, limit: int = 1 << 62, progress: Callable[[int], None] | None = None) -> bytearray:
     """Decompress gzip data (any number of members) into one buffer of the final size.
 
     `gzip.decompress` grows its output in blocks and joins them at the end, so it peaks
@@ -78,7 +79,8 @@ def gunzip(data: bytes, limit: int = 1 << 62) -> bytearray:
     2**32: exact for the usual single member, a first guess otherwise), and filled from
     small steps of zlib output; a wrong guess only costs a resize at the end. Errors are
     the stdlib's: zlib.error for damaged data, EOFError when the data stops mid-member;
-    InflateLimit once the output passes `limit` bytes (a gzip bomb stops there)."""
+    InflateLimit once the output passes `limit` bytes (a gzip bomb stops there).
+    `progress`, when given, is called with the compressed bytes consumed so far."""
     n = len(data)
     guess = int.from_bytes(data[-4:], "little") if n >= 18 else 0
     out = bytearray(min(guess, n * _MAX_RATIO, limit))
@@ -92,6 +94,8 @@ def gunzip(data: bytes, limit: int = 1 << 62) -> bytearray:
         if pos > limit:
             raise InflateLimit(pos)
         at += len(chunk)
+        if progress is not None:
+            progress(at)
         fed = True
         if inflate.eof:  # end of a member: another may follow, after optional zero padding
             at -= len(inflate.unused_data)
@@ -120,7 +124,7 @@ def read_bytes(path: Path) -> bytes | bytearray:
     if data[:2] == GZIP_MAGIC:
         limit, why = decompressed_cap(len(data))
         try:
-            data = gunzip(data, limit)
+            data = gunzip(data, limit, progress.for_file(path, len(data)))
         except InflateLimit:
             raise too_large(path, why) from None
         except (EOFError, OSError, zlib.error) as exc:

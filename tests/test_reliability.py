@@ -482,3 +482,21 @@ def test_negative_durations_are_floored_with_a_counted_warning(tmp_path):
     done = run_porter("ingest", str(path), "-o", str(tmp_path / "out"))
     assert done.returncode == 0
     assert done.stderr.strip().splitlines() == [f"porter: warning: {path}: 3 events with a negative duration were counted as 0 us"]
+
+
+def test_big_gzipped_reads_report_progress_to_the_end(tmp_path):
+    """The hook behind the CLI's bar: called while decompressing, up to the whole file."""
+    from profilers import progress
+
+    seen: list[tuple[int, int]] = []
+    progress.set_reporter(lambda p, done, total: seen.append((done, total)))
+    try:
+        assert len(read_trace(CPU_MLP_FIXTURE).ops) and seen == []  # under MIN_BYTES: no reports
+        big = tmp_path / "random.json.gz"  # random hex barely compresses: > MIN_BYTES of gzip
+        big.write_bytes(gzip.compress(b'{"traceEvents": [], "x": "' + os.urandom(20 << 20).hex().encode() + b'"}', 1))
+        with pytest.raises(TraceFormatError):
+            read_trace(big, "kineto")
+    finally:
+        progress.set_reporter(None)
+    dones = [d for d, _ in seen]
+    assert len(dones) > 10 and dones == sorted(dones) and dones[-1] == seen[-1][1] == big.stat().st_size
