@@ -24,9 +24,10 @@ import pandas as pd
 from porter import __version__
 from porter.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
 from porter.errors import BundleError
-from porter.schema import SCHEMA_VERSION, coerce_kernels, coerce_ops, validate
+from porter.schema import SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops, validate
 
 MANIFEST = "manifest.json"
+OBJECT_FIELDS = ("device", "source", "stats", "host", "trace_meta", "model", "target")  # objects when set
 OPS = "ops.parquet"
 KERNELS = "kernels.parquet"
 RAW = "raw"
@@ -160,6 +161,10 @@ def load_bundle(path: Path) -> Bundle:
         raise BundleError(f"unreadable {MANIFEST} ({getattr(exc, 'strerror', None) or exc})", path=path) from None
     if not isinstance(manifest, dict):
         raise BundleError(f"{MANIFEST} holds a {type(manifest).__name__}, not an object; not a porter bundle", path=path)
+    for key in OBJECT_FIELDS:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise BundleError(f"{MANIFEST} field {key!r} is a {type(manifest[key]).__name__}, not an object; "
+                              "the bundle is damaged", path=path, hint="re-ingest its raw trace (raw/)")
     version = manifest.get("schema_version")
     if version != SCHEMA_VERSION:
         raise BundleError(
@@ -170,7 +175,9 @@ def load_bundle(path: Path) -> Bundle:
     try:
         ops = pd.read_parquet(path / OPS)
         kernels = pd.read_parquet(path / KERNELS)
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"unreadable tables ({exc})", path=path) from None
-    ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
+        ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
+    except (OSError, ValueError, TypeError, OverflowError, SchemaViolation) as exc:
+        text = " ".join(str(exc).split())[:200]
+        raise BundleError(f"unreadable tables ({text}); the bundle is damaged", path=path,
+                          hint="re-ingest its raw trace (raw/)") from None
     return Bundle(path=path, manifest=manifest, ops=ops, kernels=kernels)

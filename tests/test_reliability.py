@@ -500,3 +500,25 @@ def test_big_gzipped_reads_report_progress_to_the_end(tmp_path):
         progress.set_reporter(None)
     dones = [d for d, _ in seen]
     assert len(dones) > 10 and dones == sorted(dones) and dones[-1] == seen[-1][1] == big.stat().st_size
+
+
+@pytest.mark.parametrize("damage", ["device is a list", "ops lack a column", "ops column of strings"])
+def test_damaged_bundle_is_one_line_bundle_error(tmp_path, damage):
+    """A bundle edited or damaged after it was written: BundleError, not an AttributeError
+    or the schema's SchemaViolation (which is for porter's own bugs)."""
+    import pandas as pd
+
+    trace = tmp_path / "run.json.gz"
+    trace.write_bytes(CPU_MLP_FIXTURE.read_bytes())
+    dest = ingest(trace, tmp_path / "out")
+    if damage == "device is a list":
+        manifest = json.loads((dest / MANIFEST).read_text())
+        manifest["device"] = []
+        (dest / MANIFEST).write_text(json.dumps(manifest))
+    else:
+        ops = pd.read_parquet(dest / "ops.parquet")
+        ops = ops.drop(columns=["op_id"]) if damage == "ops lack a column" else ops.assign(start_us="x")
+        ops.to_parquet(dest / "ops.parquet")
+    with pytest.raises(BundleError, match="damaged"):
+        load_bundle(dest)
+    _one_line_error(run_porter("show", str(dest)), str(dest))
