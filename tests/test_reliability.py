@@ -522,3 +522,31 @@ def test_damaged_bundle_is_one_line_bundle_error(tmp_path, damage):
     with pytest.raises(BundleError, match="damaged"):
         load_bundle(dest)
     _one_line_error(run_porter("show", str(dest)), str(dest))
+
+
+def test_replacing_a_bundle_without_an_atomic_swap_still_leaves_one_whole_bundle(tmp_path, monkeypatch):
+    """Where renameat2 cannot swap (not Linux, some network file systems) the old bundle is
+    renamed aside first; the result is the same single new bundle and nothing else."""
+    import porter.bundle
+
+    trace = tmp_path / "run.json.gz"
+    trace.write_bytes(CPU_MLP_FIXTURE.read_bytes())
+    dest = ingest(trace, tmp_path / "out")
+    first = json.loads((dest / MANIFEST).read_text())["created_at"]
+    monkeypatch.setattr(porter.bundle, "exchange", lambda a, b: False)
+    time.sleep(1.1)  # created_at has one-second resolution
+    assert ingest(trace, tmp_path / "out") == dest
+    assert json.loads((dest / MANIFEST).read_text())["created_at"] != first
+    assert [p.name for p in dest.parent.iterdir()] == ["run"]
+
+
+def test_exchange_swaps_two_directories_in_one_step(tmp_path):
+    from porter.atomic import exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        (d / "who").write_text(d.name)
+    if not exchange(a, b):
+        pytest.skip("this file system cannot swap (the two-rename fallback is tested above)")
+    assert (a / "who").read_text() == "b" and (b / "who").read_text() == "a"
