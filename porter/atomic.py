@@ -102,6 +102,23 @@ def writable_dir(path: Path) -> Path:
     return path
 
 
+def check_output_dir(path: Path) -> Path:
+    """Fail early, creating nothing, when `path` cannot become an output directory: it or
+    a parent is a file, or its nearest existing ancestor is read-only (permissions or a
+    read-only mount). writable_dir() at write time has the last word."""
+    path = Path(path)
+    here = path
+    while not here.exists() and not here.is_symlink() and here != here.parent:
+        here = here.parent
+    if not here.is_dir():
+        where = "is a file, not a directory" if here == path else f"a parent of it ({here}) is a file, not a directory"
+        raise OutputError(where, path=path, hint="choose another output directory")
+    if os.statvfs(here).f_flag & os.ST_RDONLY or not os.access(here, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into {'it' if here == path else here}: read-only", path=path,
+                          hint="choose another output directory")
+    return path
+
+
 def cannot_write(exc: OSError, path: Path) -> OutputError:
     """An OSError while writing an output, as the one-line error it is for the user."""
     return OutputError(f"cannot write: {exc.strerror or exc}", path=path,

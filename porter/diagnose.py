@@ -22,7 +22,7 @@ import pandas as pd
 from porter import __version__
 from porter.analysis.align import Alignment, align, unmatched
 from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
-from porter.atomic import atomic_write_text, writable_dir
+from porter.atomic import atomic_write_text, check_output_dir
 from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
 from porter.errors import BundleError, PorterError
 from porter.ingest import safe_raw_name
@@ -288,7 +288,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     from porter.inputs import resolve_pair
 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
-    writable_dir(out_dir)  # so does a bad -o
+    check_output_dir(out_dir)  # so does a bad -o
     t0 = time.perf_counter()
     with resolve_pair(source, target, out_dir, model=model,
                       options=capture_options or CaptureOptions(**LIVE_OPTIONS), progress=progress) as pair:

@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from porter.atomic import OutputError, writable_dir
+from porter.atomic import OutputError, check_output_dir
 from porter.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
                           write_manifest, write_tables)
 from profilers.base import ReadResult
@@ -71,7 +71,7 @@ def ingest(trace: Path, out_dir: Path, fmt: str | None = None, keep_raw: bool = 
     taken: bundles already written by this run, which this one must not replace (two
     traces with one name get name and name-2)."""
     trace = Path(trace)
-    out_dir = writable_dir(out_dir)  # a bad -o fails before the read
+    check_output_dir(out_dir)  # a bad -o fails before the read
     t0 = time.perf_counter()
     result = read_trace(trace, fmt)
     elapsed = time.perf_counter() - t0
