@@ -214,7 +214,8 @@ FAILURES = ("crash", "memory", "bad-message", "hang", "died")
 
 
 def fuzz(cases: int, workers: int = 2, timeout: float = 30.0, memory_mb: int = 3072, start: int = 0,
-         save: Path | None = None, corpus: Path | None = None, only: list[int] | None = None) -> dict:
+         save: Path | None = None, corpus: Path | None = None, only: list[int] | None = None,
+         progress_every: int = 0) -> dict:
     """Run the cases; returns counts per outcome kind and the failing outcomes."""
     corpus = corpus or Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces"))
     seeds_ = seeds(corpus)
@@ -225,6 +226,9 @@ def fuzz(cases: int, workers: int = 2, timeout: float = 30.0, memory_mb: int = 3
 
     def report(o: Outcome) -> None:
         counts[o.kind] += 1
+        done = sum(counts.values())
+        if progress_every and done % progress_every == 0:
+            print(f"{done} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr, flush=True)
         if o.kind in FAILURES:
             failures.append(o)
             print(f"case {o.number} ({o.seed}): {o.kind}: {o.detail}", file=sys.stderr, flush=True)
@@ -253,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, help="write each failing input here")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    got = fuzz(args.cases, args.workers, args.timeout, args.memory_mb, args.start, args.save, only=args.only)
+    got = fuzz(args.cases, args.workers, args.timeout, args.memory_mb, args.start, args.save, only=args.only,
+               progress_every=1000)
     counts = got["counts"]
     total = sum(counts.values())
     print(f"{total} cases from {got['seeds']} seed traces in {time.perf_counter() - t0:.0f} s: "
