@@ -169,8 +169,11 @@ class Pool:
                 proc, conn, case, started = slot
                 if case is None and todo:
                     slot[2], slot[3] = todo.popleft(), time.monotonic()
-                    conn.send(slot[2])
                     busy += 1
+                    try:
+                        conn.send(slot[2])
+                    except OSError:  # the worker died before taking it (e.g. at start, under the memory limit)
+                        pass  # seen as not alive below
                     continue
                 if case is None:
                     continue
@@ -220,6 +223,9 @@ def fuzz(cases: int, workers: int = 2, timeout: float = 30.0, memory_mb: int = 3
     corpus = corpus or Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces"))
     seeds_ = seeds(corpus)
     import porter.ingest  # noqa: F401 - imported once, before the fork
+    from profilers.detect import readers
+
+    readers()  # every reader module too: workers fork with them loaded
     numbers = only or list(range(start, start + cases))
     counts: collections.Counter = collections.Counter()
     failures: list[Outcome] = []
