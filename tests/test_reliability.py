@@ -564,3 +564,24 @@ def test_live_diagnose_never_removes_a_users_folder_and_leaves_no_scratch(tmp_pa
     assert done.returncode == 0, done.stderr
     assert (out / ".capture-source" / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in out.iterdir()) == [".capture-source", "diagnosis.json", "source", "target"]
+
+
+# ---------------------------------------------------------------- hypothesis: the shared mutations
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mutation import Pick, mutate, mutate_xspace, read_mutated  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_kineto_reads_or_fails_in_one_line(data):
+    read_mutated(mutate(gzip.decompress(CPU_MLP_FIXTURE.read_bytes()), data.draw), "kineto", ".json")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_xspace_reads_or_fails_in_one_line(data):
+    raw = (FIXTURES / "xla_cpu_mlp.xplane.pb").read_bytes()
+    read_mutated(mutate_xspace(raw, Pick(draw=data.draw)), "xplane", ".xplane.pb")
