@@ -33,8 +33,12 @@ class OutputError(PorterError):
 
 
 def staged_path(dest: Path, kind: str = "new") -> Path:
-    """A fresh staged name beside dest, for this process."""
-    name = dest.name.encode("utf-8", "surrogateescape")[:_NAME_ROOM].decode("utf-8", "ignore")
+    """A fresh staged name beside dest, for this process. A name too long to carry whole
+    is cut, and then never used to put an old bundle back (it would not be dest's)."""
+    raw = dest.name.encode("utf-8", "surrogateescape")
+    name = raw[:_NAME_ROOM].decode("utf-8", "ignore")
+    if name.encode("utf-8", "surrogateescape") != raw:
+        kind = "new"
     return dest.with_name(f".porter-{kind}-{os.getpid()}-{secrets.token_hex(4)}-{name}")
 
 
@@ -76,10 +80,13 @@ def clean_stale(directory: Path) -> list[Path]:
         if pid == os.getpid() or mtime >= PROCESS_START or _process_alive(pid):
             continue
         path, home = Path(entry.path), Path(directory) / m.group(4)
-        if m.group(1) == "old" and not home.exists() and not home.is_symlink():
-            os.rename(path, home)  # killed between moving the old bundle out and the new one in
-        else:
-            _remove(path)
+        try:
+            if m.group(1) == "old" and not home.exists() and not home.is_symlink():
+                os.rename(path, home)  # killed between moving the old bundle out and the new one in
+            else:
+                _remove(path)
+        except OSError:
+            continue  # another run got there first
         done.append(path)
     return done
 

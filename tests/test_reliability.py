@@ -585,3 +585,9 @@ def test_mutated_kineto_reads_or_fails_in_one_line(data):
 def test_mutated_xspace_reads_or_fails_in_one_line(data):
     raw = (FIXTURES / "xla_cpu_mlp.xplane.pb").read_bytes()
     read_mutated(mutate_xspace(raw, Pick(draw=data.draw)), "xplane", ".xplane.pb")
+
+
+def test_a_name_too_long_to_stage_whole_is_never_restored_under_a_cut_name(tmp_path):
+    assert staged_path(tmp_path / ("b" * 250), "old").name.startswith(".porter-new-")
+    assert staged_path(tmp_path / "bundle", "old").name.startswith(".porter-old-")
+    assert len(staged_path(tmp_path / ("b" * 250)).name.encode()) <= 255
