@@ -15,8 +15,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import FIXTURES, REPO, run_porter
+from mutation import Pick, mutate, mutate_xspace, read_mutated
 from porter.atomic import atomic_write_text, clean_stale, staged_path
 from porter.bundle import MANIFEST, is_porter_bundle, load_bundle, staging
 from porter.errors import BundleError, PorterError, TraceFormatError
@@ -567,12 +570,6 @@ def test_live_diagnose_never_removes_a_users_folder_and_leaves_no_scratch(tmp_pa
 
 
 # ---------------------------------------------------------------- hypothesis: the shared mutations
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from mutation import Pick, mutate, mutate_xspace, read_mutated  # noqa: E402
-
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
