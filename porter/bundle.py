@@ -1,19 +1,20 @@
 """On-disk bundle: manifest.json + ops.parquet + kernels.parquet + raw/ (+ activations/).
 
-Every bundle is built in a hidden sibling directory and renamed into place, so an
-interrupted write leaves either the old bundle or the new one, never half of either.
+Every bundle is built in a staged sibling directory (porter.atomic) and renamed into
+place, so an interrupted write leaves either the old bundle or the new one, never half of
+either.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
 import platform
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,10 +22,12 @@ from typing import Any, Iterator
 import pandas as pd
 
 from porter import __version__
+from porter.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
 from porter.errors import BundleError
-from porter.schema import SCHEMA_VERSION, coerce_kernels, coerce_ops, validate
+from porter.schema import SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops, validate
 
 MANIFEST = "manifest.json"
+OBJECT_FIELDS = ("device", "source", "stats", "host", "trace_meta", "model", "target")  # objects when set
 OPS = "ops.parquet"
 KERNELS = "kernels.parquet"
 RAW = "raw"
@@ -55,25 +58,67 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def is_porter_bundle(path: Path) -> bool:
+    """A directory porter wrote: its manifest is an object naming a porter version. Only
+    these are ever replaced by a new bundle."""
+    path = Path(path)
+    if path.is_symlink() or not is_bundle(path):
+        return False
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "porter_version" in manifest
+
+
 @contextlib.contextmanager
 def staging(dest: Path) -> Iterator[Path]:
-    """Yield a temporary directory beside dest; on success it replaces dest atomically."""
+    """Yield an empty staged directory beside dest; when the block succeeds it replaces
+    dest in one step (the old bundle stays whole until the new one is), else it is removed.
+
+    dest must be missing or a porter bundle: anything else there is the user's and is
+    never touched (BundleError). Stale staged entries of killed runs are cleaned first;
+    OSErrors become one-line OutputErrors naming dest."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a bundle is as readable as the reports beside it
+    writable_dir(dest.parent)
+    clean_stale(dest.parent)
+    if (dest.exists() or dest.is_symlink()) and not is_porter_bundle(dest):
+        raise BundleError("exists and is not a porter bundle; porter only replaces its own bundles", path=dest,
+                          hint="move it away or choose another output")
+    tmp = staged_path(dest)
+    try:
+        os.mkdir(tmp)
+    except OSError as exc:
+        raise cannot_write(exc, dest) from None
     try:
         yield tmp
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            os.rename(dest, old)
-            os.rename(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, dest)
+        _move_into_place(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise cannot_write(exc, dest) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _move_into_place(tmp: Path, dest: Path) -> None:
+    """Rename the finished tmp to dest; over an old bundle, swap the two in one step
+    (tmp then holds the old one, removed after), or where the file system cannot swap,
+    move the old one to a staged name first (clean_stale puts it back after a kill)."""
+    if not dest.exists():
+        try:
+            os.rename(tmp, dest)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not is_porter_bundle(dest):
+                raise  # another run made dest meanwhile: replace it as below
+    if exchange(tmp, dest):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    old = staged_path(dest, "old")
+    os.rename(dest, old)
+    os.rename(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def base_manifest(**fields: Any) -> dict[str, Any]:
@@ -113,7 +158,13 @@ def load_bundle(path: Path) -> Bundle:
     try:
         manifest = json.loads(mpath.read_text())
     except (OSError, ValueError) as exc:
-        raise BundleError(f"unreadable {MANIFEST} ({exc})", path=path) from None
+        raise BundleError(f"unreadable {MANIFEST} ({getattr(exc, 'strerror', None) or exc})", path=path) from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{MANIFEST} holds a {type(manifest).__name__}, not an object; not a porter bundle", path=path)
+    for key in OBJECT_FIELDS:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            raise BundleError(f"{MANIFEST} field {key!r} is a {type(manifest[key]).__name__}, not an object; "
+                              "the bundle is damaged", path=path, hint="re-ingest its raw trace (raw/)")
     version = manifest.get("schema_version")
     if version != SCHEMA_VERSION:
         raise BundleError(
@@ -124,7 +175,9 @@ def load_bundle(path: Path) -> Bundle:
     try:
         ops = pd.read_parquet(path / OPS)
         kernels = pd.read_parquet(path / KERNELS)
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"unreadable tables ({exc})", path=path) from None
-    ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
+        ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
+    except (OSError, ValueError, TypeError, OverflowError, SchemaViolation) as exc:
+        text = " ".join(str(exc).split())[:200]
+        raise BundleError(f"unreadable tables ({text}); the bundle is damaged", path=path,
+                          hint="re-ingest its raw trace (raw/)") from None
     return Bundle(path=path, manifest=manifest, ops=ops, kernels=kernels)

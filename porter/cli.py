@@ -3,14 +3,18 @@ prints. Logic lives in the modules it calls, so everything here is scriptable fr
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from porter.atomic import OutputError
 from porter.errors import PorterError
 from porter.units import fmt_us
 
@@ -60,12 +64,72 @@ def options(debug: bool = typer.Option(False, "--debug", help="On an error, also
     DEBUG["on"] = debug
 
 
+MAX_INFLATE_HELP = ("Largest decompressed/compressed size ratio a gzipped trace may have (default 100; real traces "
+                    "are 9-22x); 0 lifts the size caps. Stops gzip bombs.")
+
+
+def set_max_inflate(ratio: Optional[float]) -> None:
+    """The readers' decompression cap (profilers/limits.py), for this process and its children."""
+    if ratio is not None:
+        if ratio < 0:
+            fail(PorterError(f"--max-inflate must be 0 or more, not {ratio:g}"))
+        os.environ["PORTER_MAX_INFLATE"] = repr(float(ratio))
+
+
+def shown(text: str) -> str:
+    """User text made safe for one terminal line: control characters (newlines, escapes,
+    the surrogates of undecodable file names) are written as Python escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in str(text))
+
+
+def print_error(exc: PorterError) -> None:
+    """The one line for a user error; its text is never read as rich markup."""
+    err.print(Text.assemble(("porter: error:", "bold red"), " ", shown(exc.one_line())), highlight=False,
+              soft_wrap=True)
+
+
+@contextlib.contextmanager
+def read_progress() -> Iterator[None]:
+    """A bar per big gzipped trace while it decompresses (profilers/progress.py); on a
+    terminal only, so pipes and logs stay one line per message."""
+    from profilers import progress
+
+    if not err.is_terminal:
+        yield
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("reading {task.description}", markup=False), BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn(), console=err, transient=True)
+    tasks: dict[Path, Any] = {}
+
+    def report(path: Path, done: int, total: int) -> None:
+        if path not in tasks:
+            tasks[path] = bar.add_task(shown(path.name), total=total)
+        bar.update(tasks[path], completed=done)
+
+    with bar:
+        progress.set_reporter(report)
+        try:
+            yield
+        finally:
+            progress.set_reporter(None)
+
+
+def print_warnings(source: Path, manifest: dict) -> None:
+    """What a reader changed or dropped in an otherwise sound trace, one line each."""
+    meta = manifest.get("trace_meta")
+    for warning in meta.get("warnings", []) if isinstance(meta, dict) else []:
+        err.print(Text.assemble(("porter: warning:", "yellow"), " ", shown(f"{source}: {warning}")), soft_wrap=True)
+
+
 def fail(exc: PorterError) -> None:
     if DEBUG["on"]:
         import traceback
 
         err.print("".join(traceback.format_exception(exc)), highlight=False, markup=False, soft_wrap=True)
-    err.print(f"[bold red]porter: error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
+    print_error(exc)
     raise typer.Exit(exc.exit_code)
 
 
@@ -74,6 +138,7 @@ def ingest(
     traces: list[Path] = typer.Argument(..., help="Trace files: Kineto JSON(.gz), XPlane .xplane.pb, rocprofv3 JSON, ONNX Runtime profile JSON."),
     out_dir: Path = typer.Option(Path("bundles"), "-o", "--out", help="Directory to write one bundle per trace into."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader (kineto, xplane, rocprofv3, onnxruntime) instead of detecting it."),
+    max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
 ) -> None:
     """Read traces into bundles (manifest.json + ops.parquet + kernels.parquet + raw/).
 
@@ -82,21 +147,27 @@ def ingest(
     from porter.bundle import load_bundle
     from porter.ingest import ingest as ingest_one
 
-    failed = 0
+    set_max_inflate(max_inflate)
+    failed, written = 0, set()
     for trace in traces:
         try:
-            dest = ingest_one(trace, out_dir, fmt)
+            with read_progress():
+                dest = ingest_one(trace, out_dir, fmt, taken=written)
+            b = load_bundle(dest)
+        except OutputError as exc:
+            fail(exc)  # the next trace cannot be written there either
         except PorterError as exc:
-            err.print(f"[bold red]porter: error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
+            print_error(exc)
             failed += 1
             continue
-        b = load_bundle(dest)
+        written.add(dest)
         s = b.manifest["stats"]
-        out.print(
-            f"{trace} -> {dest}  [dim]{b.manifest['profiler']}, {b.manifest['device']['name'] or b.manifest['device']['type']}: "
-            f"{s['ops']} ops, {s['kernels']} kernels, {fmt_us(s['device_us_total'])} device time, read in {s['read_seconds']:.2f} s[/]",
-            highlight=False,
-        )
+        line = Text(f"{shown(trace)} -> {shown(dest)}  ")
+        line.append(f"{b.manifest['profiler']}, {b.manifest['device']['name'] or b.manifest['device']['type']}: "
+                    f"{s['ops']} ops, {s['kernels']} kernels, {fmt_us(s['device_us_total'])} device time, "
+                    f"read in {s['read_seconds']:.2f} s", style="dim")
+        out.print(line, highlight=False, soft_wrap=True)
+        print_warnings(trace, b.manifest)
     if failed:
         raise typer.Exit(2)
 
@@ -117,6 +188,7 @@ def show(
     by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel."),
     top: int = typer.Option(15, "--top", "-n", help="Rows to print."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader for a raw trace."),
+    max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
 ) -> None:
     """Print where device time goes, grouped by op, op and shapes, module, op class or kernel.
 
@@ -126,28 +198,31 @@ def show(
     from porter.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
+    set_max_inflate(max_inflate)
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
     if (target / "diagnosis.json").is_file():
         return show_diagnosis(target, by, top)
     try:
-        bundle = open_any(target, fmt)
+        with read_progress():
+            bundle = open_any(target, fmt)
     except PorterError as exc:
         fail(exc)
+    print_warnings(target, bundle.manifest)
     table_df = time_by(bundle.ops, bundle.kernels, by)
     total = float(table_df["device_us"].sum())
     dev = bundle.manifest.get("device", {})
     title = f"{bundle.label}: {dev.get('name') or dev.get('type', '?')} - {fmt_us(total)} device time, {len(bundle.ops)} ops, {len(bundle.kernels)} kernels"
-    table = Table(title=title, title_justify="left", expand=False)
+    table = Table(title=Text(shown(title)), title_justify="left", expand=False)
     name_w = max(24, out.width - NUMBER_COLUMNS_WIDTH)
     table.add_column(by, overflow="fold", max_width=name_w)
     table.add_column("device", justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
-    table.add_column("count", justify="right", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)  # names from the trace: no markup
     if by != "kernel":
         table.add_column("host", justify="right", no_wrap=True)
     for row in table_df.head(top).itertuples():
-        cells = [_key_cell(str(row.key), by, name_w), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
+        cells = [Text(shown(_key_cell(str(row.key), by, name_w))), fmt_us(row.device_us), f"{row.share * 100:.1f}%", str(row.count)]
         if by != "kernel":
             cells.append(fmt_us(row.host_us))
         table.add_row(*cells)
@@ -208,6 +283,7 @@ def diagnose(
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
+    max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
@@ -221,6 +297,7 @@ def diagnose(
     from porter.diagnose import diagnose_specs
     from porter.summary import summary_lines
 
+    set_max_inflate(max_inflate)
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
@@ -612,7 +689,7 @@ def main() -> None:
     try:
         app()
     except PorterError as exc:  # raised outside a command's own handling
-        err.print(f"porter: error: {exc.one_line()}", highlight=False, soft_wrap=True)
+        print_error(exc)
         sys.exit(exc.exit_code)
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +22,10 @@ import pandas as pd
 from porter import __version__
 from porter.analysis.align import Alignment, align, unmatched
 from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
+from porter.atomic import atomic_write_text, check_output_dir
 from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
 from porter.errors import BundleError, PorterError
+from porter.ingest import safe_raw_name
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
@@ -267,18 +267,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write beside the destination, then rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the diagnosis is as readable as the reports beside it
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Staged beside the destination, then renamed: readers see the old file or the new one."""
+    atomic_write_text(path, json.dumps(payload, indent=1, allow_nan=False) + "\n")
 
 
 def keep_bundle(b: Bundle, dest: Path) -> None:
@@ -291,7 +281,7 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
             return
         write_tables(tmp, b.ops, b.kernels)
         (tmp / RAW).mkdir()
-        shutil.copy2(b.path, tmp / RAW / b.path.name)
+        shutil.copy2(b.path, tmp / RAW / safe_raw_name(b.path))
         manifest = {k: v for k, v in b.manifest.items() if k != "meta"}
         write_manifest(tmp, manifest)
 
@@ -381,6 +371,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     from porter.inputs import resolve_pair
 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
+    check_output_dir(out_dir)  # so does a bad -o
     t0 = time.perf_counter()
     with resolve_pair(source, target, out_dir, model=model,
                       options=capture_options or CaptureOptions(**LIVE_OPTIONS), interleave=interleave,

@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from porter.bundle import RAW, Bundle, base_manifest, file_sha256, is_bundle, load_bundle, staging, write_manifest, write_tables
+from porter.atomic import OutputError, check_output_dir
+from porter.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
+                          write_manifest, write_tables)
 from profilers.base import ReadResult
 from profilers.detect import read_trace
 
 
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f/\\]")  # control characters and path separators
+MAX_NAME = 120
+
+
 def bundle_name_for(trace: Path) -> str:
+    """The trace's file name without its trace suffixes, made safe as one directory name:
+    control characters and separators become `_`, leading dots go (no `.`, `..` or
+    hidden names), and it is cut to MAX_NAME characters; "trace" when nothing is left."""
     name = trace.name
     for suffix in (".gz", ".json", ".pb", ".xplane", ".pt.trace"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
+    name = _UNSAFE.sub("_", name).lstrip(". ")[:MAX_NAME].rstrip(" ")
     return name or "trace"
+
+
+def bundle_dest(out_dir: Path, name: str, taken: set[Path] = frozenset()) -> Path:
+    """Where a bundle named `name` goes: out_dir/name when that is free or a porter bundle
+    to replace, else the first free name-2, name-3...; paths in `taken` (written earlier
+    in the same run) are never replaced."""
+    for n in range(1, 10_000):
+        dest = Path(out_dir) / (name if n == 1 else f"{name}-{n}")
+        if dest in taken:
+            continue
+        if not (dest.exists() or dest.is_symlink()) or is_porter_bundle(dest):
+            return dest
+    raise OutputError(f"no free name for bundle {name!r}", path=out_dir)
 
 
 def manifest_for(trace: Path, result: ReadResult, fmt_seconds: float) -> dict:
@@ -40,20 +64,30 @@ def manifest_for(trace: Path, result: ReadResult, fmt_seconds: float) -> dict:
     )
 
 
-def ingest(trace: Path, out_dir: Path, fmt: str | None = None, keep_raw: bool = True) -> Path:
-    """Read one trace and write its bundle under out_dir; returns the bundle path."""
+def ingest(trace: Path, out_dir: Path, fmt: str | None = None, keep_raw: bool = True,
+           taken: set[Path] = frozenset()) -> Path:
+    """Read one trace and write its bundle under out_dir; returns the bundle path.
+
+    taken: bundles already written by this run, which this one must not replace (two
+    traces with one name get name and name-2)."""
     trace = Path(trace)
+    check_output_dir(out_dir)  # a bad -o fails before the read
     t0 = time.perf_counter()
     result = read_trace(trace, fmt)
     elapsed = time.perf_counter() - t0
-    dest = Path(out_dir) / bundle_name_for(trace)
+    dest = bundle_dest(out_dir, bundle_name_for(trace), taken)
     with staging(dest) as tmp:
         write_tables(tmp, result.ops, result.kernels)
         if keep_raw:
             (tmp / RAW).mkdir()
-            shutil.copy2(trace, tmp / RAW / trace.name)
+            shutil.copy2(trace, tmp / RAW / safe_raw_name(trace))
         write_manifest(tmp, manifest_for(trace, result, elapsed))
     return dest
+
+
+def safe_raw_name(trace: Path) -> str:
+    """The trace's file name for raw/, with control characters and separators replaced."""
+    return _UNSAFE.sub("_", trace.name).lstrip(".") or "trace"
 
 
 def open_any(path: Path, fmt: str | None = None) -> Bundle:

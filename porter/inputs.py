@@ -4,7 +4,7 @@ A side is a bundle directory, a recorded trace file, or a target to capture now
 (``cpu``, ``xla``, ``cpu:inductor``...). ``resolve_pair`` decides which for both sides,
 checks that every target to capture is available here before capturing either (a
 missing GPU fails in a second, not after the source's capture), captures live sides into
-hidden scratch folders and removes those on the way out, success or failure. diagnose()
+porter-named scratch folders (porter.atomic) and removes those on the way out, success or failure. diagnose()
 then only ever sees two bundles.
 
 Trace and bundle inputs never import torch: the target parser is imported only when a
@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from porter.atomic import staged_path
 from porter.bundle import Bundle, is_bundle
 from porter.errors import PorterError
 from porter.ingest import open_any
@@ -87,7 +88,10 @@ def check_available(specs: list[InputSpec]) -> None:
 
 
 def scratch_dir(workdir: Path, role: str) -> Path:
-    return Path(workdir) / f".capture-{role}"
+    """A fresh folder name of porter's own (porter.atomic's staged pattern) for one live
+    capture: removing it afterwards can never remove a user's folder, and one a killed
+    run left is cleaned by the next write into workdir."""
+    return staged_path(Path(workdir) / f"capture-{role}")
 
 
 @contextlib.contextmanager
@@ -116,14 +120,14 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
         from porter.capture.models import load_model
 
         model_spec = load_model(model)  # recorded sides, a model for accuracy or a check
-    scratch = [scratch_dir(Path(workdir), s.role) for s in live]
+    scratch = {s.role: scratch_dir(Path(workdir), s.role) for s in live}
     try:
         runs: dict[str, Any] = {}
-        bundles = [open_side(s, model_spec, Path(workdir), options, progress, runs) for s in specs]
+        bundles = [open_side(s, model_spec, scratch.get(s.role), options, progress, runs) for s in specs]
         yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress),
                            live=len(live) == 2)
     finally:
-        for path in scratch:
+        for path in scratch.values():
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -138,14 +142,15 @@ def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress) ->
     return time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
 
 
-def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress,
+def open_side(spec: InputSpec, model_spec: Any, scratch: Path | None, options: Any, progress: Progress,
               runs: dict[str, Any]) -> Bundle:
+    """The side as a bundle; a live side is captured into `scratch` (its run kept in `runs`)."""
     if spec.kind is not InputKind.TARGET:
         return open_any(spec.path)
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
 
-    result = capture(model_spec, spec.text, scratch_dir(workdir, spec.role), options or CaptureOptions(),
+    result = capture(model_spec, spec.text, scratch, options or CaptureOptions(),
                      progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
     runs[spec.role] = result
     return open_any(result.path)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import pandas as pd
 
 from porter.errors import TraceFormatError
 from porter.schema import coerce_kernels, coerce_ops, validate
+from profilers import progress
+from profilers.limits import InflateLimit, check_file_size, check_regular, decompressed_cap, too_large
 
 
 @dataclass
@@ -68,7 +70,7 @@ _GZIP_STEP = 1 << 16  # compressed bytes fed to zlib per call: its output stays 
 _MAX_RATIO = 1032  # deflate's largest expansion: caps a damaged trailer's size claim
 
 
-def gunzip(data: bytes) -> bytearray:
+def gunzip(data: bytes, limit: int = 1 << 62, progress: Callable[[int], None] | None = None) -> bytearray:
     """Decompress gzip data (any number of members) into one buffer of the final size.
 
     `gzip.decompress` grows its output in blocks and joins them at the end, so it peaks
@@ -76,10 +78,12 @@ def gunzip(data: bytes) -> bytearray:
     is allocated once, sized from the trailer's ISIZE (the last member's length mod
     2**32: exact for the usual single member, a first guess otherwise), and filled from
     small steps of zlib output; a wrong guess only costs a resize at the end. Errors are
-    the stdlib's: zlib.error for damaged data, EOFError when the data stops mid-member."""
+    the stdlib's: zlib.error for damaged data, EOFError when the data stops mid-member;
+    InflateLimit once the output passes `limit` bytes (a gzip bomb stops there).
+    `progress`, when given, is called with the compressed bytes consumed so far."""
     n = len(data)
     guess = int.from_bytes(data[-4:], "little") if n >= 18 else 0
-    out = bytearray(min(guess, n * _MAX_RATIO))
+    out = bytearray(min(guess, n * _MAX_RATIO, limit))
     view, at, pos = memoryview(data), 0, 0
     inflate, fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
     while at < n:
@@ -87,7 +91,11 @@ def gunzip(data: bytes) -> bytearray:
         piece = inflate.decompress(chunk)
         out[pos : pos + len(piece)] = piece  # grows the buffer if the guess was short
         pos += len(piece)
+        if pos > limit:
+            raise InflateLimit(pos)
         at += len(chunk)
+        if progress is not None:
+            progress(at)
         fed = True
         if inflate.eof:  # end of a member: another may follow, after optional zero padding
             at -= len(inflate.unused_data)
@@ -103,13 +111,22 @@ def gunzip(data: bytes) -> bytearray:
 def read_bytes(path: Path) -> bytes | bytearray:
     """Whole file, gunzipped when needed (then a bytearray, see gunzip); damage becomes
     a TraceFormatError."""
+    size = check_regular(path).st_size  # a FIFO would block the read forever
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+            if magic != GZIP_MAGIC:
+                check_file_size(path, size)
+            fh.seek(0)
+            data = fh.read()
     except OSError as exc:
         raise TraceFormatError(f"cannot read: {exc.strerror or exc}", path=path) from None
     if data[:2] == GZIP_MAGIC:
+        limit, why = decompressed_cap(len(data))
         try:
-            data = gunzip(data)
+            data = gunzip(data, limit, progress.for_file(path, len(data)))
+        except InflateLimit:
+            raise too_large(path, why) from None
         except (EOFError, OSError, zlib.error) as exc:
             raise TraceFormatError(f"damaged gzip data ({exc})", path=path) from None
     if not data or data.isspace():  # not data.strip(): that copies a file ending in a newline

@@ -9,6 +9,7 @@ from types import ModuleType
 from porter.errors import TraceFormatError
 from profilers import READER_MODULES
 from profilers.base import ReadResult, read_head
+from profilers.limits import check_regular
 
 
 def readers() -> dict[str, ModuleType]:
@@ -26,11 +27,8 @@ def readers() -> dict[str, ModuleType]:
 
 
 def check_path(path: Path) -> Path:
-    if not path.exists():
-        raise TraceFormatError("no such file", path=path)
-    if path.is_dir():
-        raise TraceFormatError("is a directory, not a trace file", path=path,
-                               hint="pass the trace file inside it, or a bundle to `porter show`")
+    """A regular file that opens for reading (checked before opening: a FIFO would block)."""
+    check_regular(path)
     try:
         with open(path, "rb"):
             pass
@@ -62,5 +60,5 @@ def read_trace(path: Path, fmt: str | None = None) -> ReadResult:
     if fmt is None:
         fmt = detect(path)
     elif fmt not in known:
-        raise TraceFormatError(f"unknown format {fmt!r}", hint=f"choose from {', '.join(sorted(known))}")
+        raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=f"choose from {', '.join(sorted(known))}")
     return known[fmt].read(path).validated()

@@ -7,7 +7,6 @@ KeyError or TypeError deep inside a reader; these helpers are where that happens
 from __future__ import annotations
 
 import gc
-import math
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,13 @@ def load_json(path: Path, what: str) -> Any:
 
 
 def number(value: Any, field: str, path: Path) -> float:
-    """A finite JSON number (not a bool), or TraceFormatError naming the field."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TraceFormatError(f"field {field!r} is {type(value).__name__} {str(value)[:40]!r}, not a number", path=path)
+    """A JSON number (not a bool) within +-1e300 (so sums and differences of it stay
+    finite; NaN and Inf fail too), or TraceFormatError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        shown = f" {value[:40]!r}" if isinstance(value, str) else ""  # never a container's repr: it recurses
+        raise TraceFormatError(f"field {field!r} is {type(value).__name__}{shown}, not a number", path=path)
+    if not -1e300 < value < 1e300:  # exact for ints of any size, false for NaN
+        raise TraceFormatError(f"field {field!r} is {str(value)[:24]}, out of range", path=path)
     return value
 
 

@@ -122,7 +122,7 @@ def read(path: Path) -> ReadResult:
     ops, runtime, modules = markers.ops, parts.runtime, parts.modules
     by_start = np.argsort(parts.device.ts, kind="stable")
     device, device_kind = take(parts.device, by_start), parts.device_kind[by_start]
-    categories, events_read = parts.categories, parts.events_read
+    categories, events_read, negative = parts.categories, parts.events_read, parts.negative_durations
     del parts, by_start  # the unsorted op and device columns, copied into markers and device
     if len(ops) == 0 and len(device) == 0:
         raise TraceFormatError("no ops or device activity with durations (empty trace)", path=path)
@@ -141,6 +141,8 @@ def read(path: Path) -> ReadResult:
     step = steps_at(markers, clock, np.concatenate([op_start, rows.synthetic_start]))
     dtype = device_type(doc, categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
     meta = trace_meta(doc, dtype, events_read, _extra(rows, len(ops), cpu=len(device) == 0))
+    if negative:  # the rest of the trace is sound: keep it, and say what was changed
+        meta.extra["warnings"] = [f"{negative} events with a negative duration were counted as 0 us"]
     kernel_names = distinct_names(rows.op, rows.name, n_all)
     ops_table = frame({
         "op_id": np.arange(n_all, dtype=np.int64),

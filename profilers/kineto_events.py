@@ -253,6 +253,7 @@ class Split:
     modules: Columns  # python_function events that are nn.Module scopes
     categories: list[str] = field(default_factory=list)
     events_read: int = 0
+    negative_durations: int = 0  # events whose negative `dur` was floored at 0
 
 
 def _floats(values: list[Optional[float]]) -> np.ndarray:
@@ -266,6 +267,7 @@ class _Slicer:
         self.strings = Interner("")
         self.ids = Interner(None)
         self.categories: dict[str, None] = {}
+        self.negative_durations = 0
 
     def _timed(self, sub: list[Event]) -> tuple[list[Event], Columns]:
         """The events with a finite start and duration, and their common columns."""
@@ -275,6 +277,7 @@ class _Slicer:
         if not keep.all():
             sub = [e for e, k in zip(sub, keep.tolist()) if k]
             ts, dur = ts[keep], dur[keep]
+        self.negative_durations += int(np.count_nonzero(dur < 0))
         cols = Columns(
             name=self.strings([e.name for e in sub]), pid=self.ids([e.pid for e in sub]),
             tid=self.ids([e.tid for e in sub]), ts=ts, dur=np.maximum(dur, 0.0),
@@ -350,7 +353,7 @@ def split(doc: Document, slice_bytes: int = SLICE_BYTES) -> Split:
     doc.traceEvents = msgspec.Raw()
     return Split(ops=concat(ops), runtime=concat(runtime), device=concat(device),
                  device_kind=np.concatenate(kind), modules=concat(modules),
-                 categories=list(slicer.categories), events_read=n)
+                 categories=list(slicer.categories), events_read=n, negative_durations=slicer.negative_durations)
 
 
 def _device_kind(cat: str, name: Optional[str]) -> str:
@@ -385,12 +388,13 @@ def ints(values: list[IntOrStr]) -> np.ndarray:
 
 
 def as_int(value: IntOrStr, default: int = -1) -> int:
-    """Kineto writes some ids as strings (MTIA stream_id "108"); anything else is `default`."""
-    if type(value) is int:
-        return value
+    """Kineto writes some ids as strings (MTIA stream_id "108"); anything else, or an id
+    outside int64, is `default`."""
     if isinstance(value, str):
         try:
-            return int(value)
+            value = int(value) if len(value) <= 20 else default
         except ValueError:
             return default
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return value
     return default

@@ -12,7 +12,7 @@ from porter.errors import TraceFormatError
 from profilers.intervals import Nesting, Timeline
 from profilers.kineto_events import NN_MODULE, Columns, take
 
-STEP_RE = re.compile(r"ProfilerStep#(\d+)$")
+STEP_RE = re.compile(r"ProfilerStep#(\d{1,18})$")  # longer numbers overflow int64: not a step
 PORTER_SCOPE = "porter.module:"
 
 
@@ -69,11 +69,10 @@ class Markers:
 
 
 def _marker_kind(name: str) -> tuple[int, int]:
-    """(0 op | 1 step | 2 porter scope, step number or -1) for one range name."""
+    """(0 op | 1 step | 2 porter scope | 3 ignored, step number or -1) for one range name."""
     if name.startswith("ProfilerStep#"):
         m = STEP_RE.match(name)
-        if m:
-            return 1, int(m.group(1))
+        return (1, int(m.group(1))) if m else (3, -1)  # a step marker whose number is damaged
     elif name.startswith(PORTER_SCOPE):
         return 2, -1
     return 0, -1

@@ -187,9 +187,14 @@ def _shapes(args: dict) -> tuple[str, str]:
     for item in items:
         if isinstance(item, dict) and len(item) == 1:
             (dtype, dims), = item.items()
-            shapes.append(dims if isinstance(dims, list) else [])
+            shapes.append(dims if _is_shape(dims) else [])
             dtypes.append(str(dtype))
     return json.dumps(shapes), json.dumps(dtypes)
+
+
+def _is_shape(dims: Any) -> bool:
+    """A flat list of int64 sizes; anything else (nested lists, huge numbers) is no shape."""
+    return isinstance(dims, list) and all(type(d) is int and 0 <= d < 2**63 for d in dims)
 
 
 def _text(args: dict, key: str) -> str:

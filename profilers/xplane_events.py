@@ -21,9 +21,9 @@ from porter.schema import NO_ID
 from profilers.xla_hlo import HloIndex, index_module
 from profilers.xspace_proto import DecodeError, parse_hlo_proto
 
-DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|[A-Z_]+):(\d+)")
-STREAM = re.compile(r"^Stream #(\d+)")
-PROGRAM_IN_NAME = re.compile(r"\((\d+)\)$")
+DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|[A-Z_]+):(\d{1,18})(?!\d)")  # ids fit int64
+STREAM = re.compile(r"^Stream #(\d{1,18})(?!\d)")
+PROGRAM_IN_NAME = re.compile(r"\((\d{1,18})\)$")
 XLA_OPS_LINE = "XLA Ops"
 XLA_MODULES_LINE = "XLA Modules"
 HLO_PROTO_STAT = "Hlo Proto"

@@ -85,8 +85,8 @@ def device_steps(views: list[PlaneView], path: Path) -> StepSpans:
                 num = view.event_stats(ev).get(STEP_STAT)
                 if not isinstance(num, int):
                     name = view.event_name(ev.metadata_id).strip()
-                    num = int(name) if name.isdigit() else None
-                if num is not None and num >= 0:
+                    num = int(name) if name.isascii() and name.isdigit() else None
+                if num is not None and 0 <= num < 2**63:  # a step number fits int64
                     _widen(windows, num, start, start + dur)
     return StepSpans.from_windows(windows)
 
