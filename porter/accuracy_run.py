@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from porter.analysis.accuracy import TOLERANCES, compare_modules, load_activations, oracle_verdict, shadow_run, tolerance_for
-from porter.bundle import ACTIVATIONS, Bundle
+from porter.bundle import Bundle, has_activations
 from porter.capture.options import INPUT_KEY, OUTPUT_KEY
 from porter.analysis.opcost import canonical_dtype
 from porter.targets import get_stack
@@ -28,10 +28,6 @@ from porter.targets.base import first_tensor, module_hooks, module_path
 
 OUTPUT = ""  # the model's output is the root module's output
 TOP = 3
-
-
-def has_activations(b: Bundle) -> bool:
-    return (b.path / ACTIVATIONS / "outputs.safetensors").is_file()
 
 
 def _keyed(tensors: dict[str, Any]) -> dict[str, Any]:

@@ -102,6 +102,11 @@ def is_bundle(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
+def has_activations(b: Bundle) -> bool:
+    """Whether a live capture saved module outputs (a recorded trace never has them)."""
+    return (b.path / ACTIVATIONS / "outputs.safetensors").is_file()
+
+
 def load_bundle(path: Path) -> Bundle:
     path = Path(path)
     if not path.is_dir():

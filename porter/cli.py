@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from porter.errors import PorterError
 from porter.units import fmt_us
@@ -24,10 +22,48 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # plain click help: typer's rich help imports markdown-it (~0.1 s per call)
 )
-out = Console()
-err = Console(stderr=True)
+
+
+class LazyConsole:
+    """A rich Console built on first use, so `porter --help` never imports rich."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        self.console.print(*objects, **kwargs)
+
+    def status(self, *args: Any, **kwargs: Any) -> Any:
+        return self.console.status(*args, **kwargs)
+
+    @property
+    def width(self) -> int:
+        return int(self.console.width)
+
+    @property
+    def is_terminal(self) -> bool:
+        return bool(self.console.is_terminal)
+
+
+out = LazyConsole()
+err = LazyConsole(stderr=True)
+
+
+def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - rich's class, imported when a table is printed
+    from rich.table import Table as RichTable
+
+    return RichTable(*args, **kwargs)
 
 
 def fail(exc: PorterError) -> None:

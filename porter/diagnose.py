@@ -24,7 +24,7 @@ import pandas as pd
 from porter import __version__
 from porter.analysis.align import Alignment, align, unmatched
 from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
-from porter.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
+from porter.bundle import RAW, Bundle, has_activations, is_bundle, staging, write_manifest, write_tables
 from porter.errors import BundleError, PorterError
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
@@ -259,9 +259,11 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     t0 = time.perf_counter()
     warnings: list[str] = []
     check_same_model(source, target, force)
-    from porter.accuracy_run import accuracy_block
+    acc = None
+    if has_activations(source) and has_activations(target):  # live captures: torch is needed
+        from porter.accuracy_run import accuracy_block
 
-    acc = accuracy_block(source, target, model, oracle, progress)
+        acc = accuracy_block(source, target, model, oracle, progress)
     if oracle and (acc is None or model is None):
         warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
     t_acc = time.perf_counter() - t0
