@@ -9,19 +9,17 @@ The JSON holds everything a report needs (docs/diagnosis.md describes it).
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import math
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import orjson
 import pandas as pd
 
 from porter import __version__
+from porter.atomic import atomic_write_bytes
 from porter.analysis.align import Alignment, align, unmatched
 from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
 from porter.bundle import RAW, Bundle, has_activations, is_bundle, staging, write_manifest, write_tables
@@ -138,21 +136,24 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
 
 # ---------------------------------------------------------------- output
 
-def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _json_default(value: Any) -> Any:
+    """What orjson cannot encode itself: other numpy scalars (via .item()), pandas NA."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
+        return value.item()
+    if value is pd.NA or value is pd.NaT:
         return None
-    return value
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [_clean(r) for r in df.to_dict(orient="records")]
+    """Rows as dicts, built from whole columns (DataFrame.to_dict boxes cell by cell);
+    NaN and numpy values are left for orjson to write (null, plain numbers)."""
+    keys = [str(c) for c in df.columns]
+    columns = [df[c].to_list() for c in df.columns]
+    return [dict(zip(keys, row)) for row in zip(*columns)]
 
 
 def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[str, Any]:
@@ -185,7 +186,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["source_op_ids"] = ids["source_ids"].reindex(g["group_id"]).to_list()
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
-    return _clean({
+    return {
         "format": FORMAT,
         "porter_version": __version__,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -213,21 +214,13 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "warnings": d.extras.get("warnings", []),
         "command": d.extras.get("command"),
         "seconds": d.seconds,
-    })
+    }
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write beside the destination, then rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Encode with orjson (NaN/inf -> null, numpy natively; ~10x the stdlib encoder), then write
+    beside the destination and rename: readers see the old file or the new one."""
+    atomic_write_bytes(path, orjson.dumps(payload, option=JSON_OPTIONS, default=_json_default))
 
 
 def keep_bundle(b: Bundle, dest: Path) -> None:
