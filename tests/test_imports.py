@@ -17,6 +17,7 @@ from tests.conftest import FIXTURES, REPO
 
 ML_STACKS = {"torch", "jax", "jaxlib", "torchax", "onnxruntime", "tensorflow"}
 TABLES = {"pandas", "pyarrow"}
+PHASES = ("read", "accuracy", "align", "attribute", "cost", "rank", "write", "render")
 
 HARNESS = """
 import json, sys
@@ -61,6 +62,10 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     mods = loaded_by("diagnose", "--from", kineto, "--to", xplane, "-o", diag)
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
+    seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
+    assert set(PHASES) <= set(seconds), seconds  # every phase timed, render included
+    assert all(seconds[k] >= 0 for k in PHASES)
+    assert sum(seconds[k] for k in PHASES) <= seconds["total"] * 1.001, seconds
     mods = loaded_by("report", diag, "--format", "all", "-o", tmp_path / "again")
     assert (tmp_path / "again" / "report.md").is_file()
     assert not mods & (ML_STACKS | TABLES), sorted(mods & (ML_STACKS | TABLES))
