@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
+from cydifflib import SequenceMatcher  # difflib's algorithm in C++: the same blocks, ~20x faster
 from typing import Callable, Sequence
 
 import numpy as np
