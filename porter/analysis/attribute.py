@@ -130,7 +130,8 @@ def module_kind(module: str) -> str:
 
 
 def with_module_kind(ops: pd.DataFrame) -> pd.DataFrame:
-    return ops.assign(module_kind=[module_kind(m) for m in ops["module"].tolist()])
+    kinds = {m: module_kind(m) for m in ops["module"].unique().tolist()}  # a few hundred paths, many ops each
+    return ops.assign(module_kind=ops["module"].map(kinds).to_numpy(dtype=object))
 
 
 @dataclass

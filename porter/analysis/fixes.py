@@ -304,6 +304,13 @@ def symptoms_of(row: Mapping[str, Any]) -> Symptoms:
     return Symptoms(**{f: row[f] for f in Symptoms.__dataclass_fields__})
 
 
+THRESHOLDS = {  # condition key -> (symptom column, +1: at least / -1: at most)
+    "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
+    "max_roofline_efficiency": ("roofline_efficiency", -1), "min_host_fraction": ("host_fraction", 1),
+    "min_recompiles": ("recompiles", 1), "min_error_ratio": ("error_ratio", 1),
+}
+
+
 def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
     """Whether every condition holds for one symptoms row (unknown values never satisfy)."""
     for key, want in cond.items():
@@ -317,16 +324,26 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused") and bool(s[key]) != want:
             return False
-        threshold = {
-            "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
-            "max_roofline_efficiency": ("roofline_efficiency", -1), "min_host_fraction": ("host_fraction", 1),
-            "min_recompiles": ("recompiles", 1), "min_error_ratio": ("error_ratio", 1),
-        }.get(key)
+        threshold = THRESHOLDS.get(key)
         if threshold:
             value = float(s[threshold[0]])
             if math.isnan(value) or (threshold[1] > 0 and value < want) or (threshold[1] < 0 and value > want):
                 return False
     return True
+
+
+def applies_mask(cond: Mapping[str, Any], sym: pd.DataFrame) -> np.ndarray:
+    """applies() for every symptoms row at once. Each condition reads one column, so it is
+    decided once per distinct value of that column (exactly applies()'s rule), not per row."""
+    mask = np.ones(len(sym), dtype=bool)
+    for key, want in cond.items():
+        col = THRESHOLDS[key][0] if key in THRESHOLDS else key
+        if col not in sym.columns:
+            continue  # applies() reads only the columns its known keys name
+        codes, uniques = pd.factorize(sym[col], use_na_sentinel=False)
+        ok = np.fromiter((applies({key: want}, {col: u}) for u in uniques), dtype=bool, count=len(uniques))
+        mask &= ok[codes]
+    return mask
 
 
 # ---- ranking ----------------------------------------------------------------------------
@@ -426,11 +443,10 @@ def rank_fixes(
     groups = groups.reset_index(drop=True)
     sym = symptoms_table(groups, target_ceilings)
     rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
-    records = sym.to_dict("records")
     out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
     for entry in catalogue.fixes:
-        hit = [i for i, s in enumerate(records) if applies(entry.applies_when, s)]
-        if not hit:
+        hit = np.flatnonzero(applies_mask(entry.applies_when, sym))
+        if not len(hit):
             continue
         rows = sym.iloc[hit]
         r, d = rec[hit], dem[hit]
