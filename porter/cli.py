@@ -3,9 +3,10 @@ prints. Logic lives in the modules it calls, so everything here is scriptable fr
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 
@@ -64,6 +65,37 @@ def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - rich's class, impor
     from rich.table import Table as RichTable
 
     return RichTable(*args, **kwargs)
+
+
+# What `porter diagnose` reports as it goes, in order (message prefixes); the bar advances
+# on each, and other messages (a live capture's steps) only change its text.
+DIAGNOSE_STAGES = ("reading", "aligning", "writing diagnosis", "writing reports")
+
+
+def stage_of(msg: str, stages: tuple[str, ...]) -> int | None:
+    return next((i for i, s in enumerate(stages) if msg.startswith(s)), None)
+
+
+@contextlib.contextmanager
+def stage_progress(title: str, stages: tuple[str, ...]) -> Iterator[Callable[[str], None]]:
+    """A progress callback: a rich bar over `stages` on a terminal, one stderr line per
+    message on a pipe or file (no bar, no control characters in logs)."""
+    if not err.is_terminal:
+        yield lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err.console, transient=True) as bar:
+        task = bar.add_task(title, total=len(stages))
+
+        def progress(msg: str) -> None:
+            i = stage_of(msg, stages)
+            bar.update(task, description=msg, **({"completed": i} if i is not None else {}))
+
+        yield progress
+        bar.update(task, completed=len(stages))
 
 
 def fail(exc: PorterError) -> None:
@@ -175,12 +207,7 @@ def diagnose(
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
     command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     try:
-        with err.status("diagnosing", spinner="dots") as status:
-            def progress(msg: str) -> None:
-                status.update(msg)
-                if not err.is_terminal:  # no spinner on a pipe: one line per stage
-                    err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
-
+        with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, capture_options=opts, progress=progress, command=command)
     except PorterError as exc:

@@ -268,6 +268,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     d.extras.update(warnings=warnings, command=command)
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
+    progress("writing diagnosis.json and the two bundles")
     t1 = time.perf_counter()
     keep_bundle(source, out / "source")
     keep_bundle(target, out / "target")

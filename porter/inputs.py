@@ -147,6 +147,7 @@ def open_in_parallel(paths: list[Path]) -> list[Bundle]:
 
 def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress) -> Bundle:
     if spec.kind is not InputKind.TARGET:
+        progress(f"reading {spec.role}: {spec.path.name}")
         return open_any(spec.path)
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture

@@ -33,14 +33,17 @@ print("\\nMODULES " + json.dumps({"code": code, "modules": sorted({m.split(".")[
 """
 
 
-def loaded_by(*args: str | Path) -> set[str]:
-    """Top-level packages in sys.modules after `porter ARGS` ran in a fresh interpreter."""
+def loaded_by(*args: str | Path, stderr: list[str] | None = None) -> set[str]:
+    """Top-level packages in sys.modules after `porter ARGS` ran in a fresh interpreter
+    (its stderr appended to `stderr` when given)."""
     env = dict(os.environ, COLUMNS="120")
     proc = subprocess.run([sys.executable, "-c", HARNESS, json.dumps([str(a) for a in args])],
                           cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
     line = proc.stdout.rsplit("MODULES ", 1)[-1]
     result = json.loads(line)
     assert result["code"] == 0, proc.stdout + proc.stderr
+    if stderr is not None:
+        stderr.append(proc.stderr)
     return set(result["modules"])
 
 
@@ -59,7 +62,12 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
         mods = loaded_by("show", target, "--by", "module")
         assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
     diag = tmp_path / "diag"
-    mods = loaded_by("diagnose", "--from", kineto, "--to", xplane, "-o", diag)
+    said: list[str] = []
+    mods = loaded_by("diagnose", "--from", kineto, "--to", xplane, "-o", diag, stderr=said)
+    # not a terminal: no bar, one plain line per stage, in order
+    stages = [line.split(":")[1].strip() for line in said[0].splitlines() if line.startswith("porter: ")]
+    assert [s.split()[0] for s in stages] == ["reading", "reading", "aligning", "writing", "writing"], said
+    assert "\x1b" not in said[0]
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
     seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
