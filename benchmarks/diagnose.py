@@ -254,9 +254,9 @@ def part_ingest(repeats: int, timeout: float) -> tuple[list[Run], dict]:
     return runs, data
 
 
-def part_read(timeout: float) -> tuple[list[Run], dict]:
+def part_read(sizes: list[str], timeout: float) -> tuple[list[Run], dict]:
     runs, data = [], {}
-    for label in SIZES:
+    for label in sizes:
         path = replica("source", label)
         data[label] = facts(path)
         n = 3 if label == "0.1M" else 1
@@ -268,9 +268,9 @@ def part_read(timeout: float) -> tuple[list[Run], dict]:
     return runs, data
 
 
-def part_scale(timeout: float) -> tuple[list[Run], dict]:
+def part_scale(sizes: list[str], timeout: float) -> tuple[list[Run], dict]:
     runs, data = [], {}
-    for label in SIZES:
+    for label in sizes:
         src, tgt = pair_paths(label)
         data[label] = {"source": facts(src), "target": facts(tgt)}
         runs += alternate(label, {"porter diagnose": lambda out, s=src, t=tgt: porter_diagnose(s, t, out)},
@@ -390,11 +390,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--part", action="append", choices=("pair", "ingest", "read", "scale", "pair1M"), default=[])
     ap.add_argument("--report", action="store_true", help="write BENCHMARKS.md and the plot from saved parts")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES), help="replica sizes for read and scale")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per whole task (TraceLens's three commands together)")
     args = ap.parse_args(argv)
     for part in args.part:
         info = {"machine": machine(), "versions": versions(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes"),
-                "command": f"python benchmarks/diagnose.py --part {part}" + (f" --repeats {args.repeats}" if args.repeats != 3 else "")}
+                "command": f"python benchmarks/diagnose.py --part {part}" + (f" --repeats {args.repeats}" if args.repeats != 3 else "")
+                + (f" --sizes {' '.join(args.sizes)}" if part in ("read", "scale") and args.sizes != list(SIZES) else "")
+                + f" --timeout {args.timeout:g}"}
         print(f"== {part}", flush=True)
         if part == "pair":
             runs, data = part_pair(["qwen"], args.repeats, max(1, args.repeats - 1), args.timeout)
@@ -403,9 +406,9 @@ def main(argv: list[str] | None = None) -> None:
         elif part == "ingest":
             runs, data = part_ingest(args.repeats, args.timeout)
         elif part == "read":
-            runs, data = part_read(args.timeout)
+            runs, data = part_read(args.sizes, args.timeout)
         else:
-            runs, data = part_scale(args.timeout)
+            runs, data = part_scale(args.sizes, args.timeout)
         info["load_end"] = os.getloadavg()[0]
         CACHE.mkdir(parents=True, exist_ok=True)
         (CACHE / f"diagnose_{part}.json").write_text(json.dumps({"info": info, "data": data, "runs": [asdict(r) for r in runs]}, indent=1))
