@@ -396,13 +396,13 @@ def main(argv: list[str] | None = None) -> None:
     for part in args.part:
         info = {"machine": machine(), "versions": versions(), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes"),
                 "command": f"python benchmarks/diagnose.py --part {part}" + (f" --repeats {args.repeats}" if args.repeats != 3 else "")
-                + (f" --sizes {' '.join(args.sizes)}" if part in ("read", "scale") and args.sizes != list(SIZES) else "")
+                + (f" --sizes {' '.join(args.sizes)}" if part in ("read", "scale", "pair1M") and args.sizes != list(SIZES) else "")
                 + f" --timeout {args.timeout:g}"}
         print(f"== {part}", flush=True)
         if part == "pair":
             runs, data = part_pair(["qwen"], args.repeats, max(1, args.repeats - 1), args.timeout)
         elif part == "pair1M":
-            runs, data = part_pair(["0.1M", "1M"], 1, 1, args.timeout)
+            runs, data = part_pair([x for x in args.sizes if x != "2.7M"], 1, 1, args.timeout)
         elif part == "ingest":
             runs, data = part_ingest(args.repeats, args.timeout)
         elif part == "read":
