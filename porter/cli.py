@@ -68,7 +68,8 @@ def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - rich's class, impor
 
 
 # What `porter diagnose` reports as it goes, in order (message prefixes); the bar advances
-# on each, and other messages (a live capture's steps) only change its text.
+# on each, and other messages (a live capture's steps) only change its text. Reading a
+# trace sends no message: a bad trace must leave exactly one line (the error) on a pipe.
 DIAGNOSE_STAGES = ("reading", "aligning", "writing diagnosis", "writing reports")
 
 
@@ -88,7 +89,7 @@ def stage_progress(title: str, stages: tuple[str, ...]) -> Iterator[Callable[[st
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
     with Progress(*columns, console=err.console, transient=True) as bar:
-        task = bar.add_task(title, total=len(stages))
+        task = bar.add_task(f"{title}: {stages[0]}", total=len(stages))  # the first stage says nothing before it ends
 
         def progress(msg: str) -> None:
             i = stage_of(msg, stages)

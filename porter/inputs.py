@@ -119,7 +119,6 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     scratch = [scratch_dir(Path(workdir), s.role) for s in live]
     try:
         if not live and parallel_read_pays(specs):
-            progress("reading both traces in parallel")
             bundles = open_in_parallel([s.path for s in specs])
         else:
             bundles = [open_side(s, model_spec, Path(workdir), options, progress) for s in specs]
@@ -147,7 +146,6 @@ def open_in_parallel(paths: list[Path]) -> list[Bundle]:
 
 def open_side(spec: InputSpec, model_spec: Any, workdir: Path, options: Any, progress: Progress) -> Bundle:
     if spec.kind is not InputKind.TARGET:
-        progress(f"reading {spec.role}: {spec.path.name}")
         return open_any(spec.path)
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
