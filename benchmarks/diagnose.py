@@ -391,10 +391,15 @@ def report() -> None:
             for (label, task), v in stats_of(parts["read"]["runs"]).items():
                 plot_stats[(f"trace {label}", task.removeprefix("read: ") + " read (1 trace)")] = {"wall_med": v["cpu_med"]}
                 plot_facts[f"trace {label}"] = {"events": _events(rdata, label)}
+        for name in ("pair", "pair1M"):  # TraceLens's three commands (and porter) on the compared pairs
+            for (label, task), v in stats_of(parts.get(name, {}).get("runs", [])).items():
+                if v["ok"]:
+                    plot_stats.setdefault((f"pair {label}", task), {"wall_med": v["cpu_med"]})
+                    plot_facts.setdefault(f"pair {label}", {"events": _events(parts[name]["data"], label)})
         svg(plot_stats, plot_facts, sorted(plot_facts, key=lambda k: plot_facts[k]["events"]),
-            ("porter diagnose", "porter read (1 trace)", "orjson read (1 trace)"),
+            ("porter diagnose", "TraceLens 3 cmds", "porter read (1 trace)", "orjson read (1 trace)"),
             REPO / "benchmarks" / "diagnose_scaling.svg",
-            title="CPU seconds vs events: porter diagnose (pair, whole process), reading one trace")
+            title="CPU s vs events: pair diagnosis (whole process), reading one trace")
     write_markdown("\n".join(block), "diagnose")
     print("wrote BENCHMARKS.md (diagnose), benchmarks/diagnose_scaling.svg", flush=True)
 

@@ -258,7 +258,7 @@ def svg(stats: dict, facts: dict, labels: list[str], kinds: tuple[str, ...], out
         return H - B - (math.log10(y) - ly0) / (ly1 - ly0) * (H - B - T)
 
     colors = {"porter": "#d62728", "orjson": "#1f77b4", "hta": "#2ca02c", "hta_ta": "#9467bd",
-              "porter diagnose": "#d62728", "porter read (1 trace)": "#ff7f0e", "orjson read (1 trace)": "#1f77b4"}
+              "porter diagnose": "#d62728", "TraceLens 3 cmds": "#2ca02c", "porter read (1 trace)": "#ff7f0e", "orjson read (1 trace)": "#1f77b4"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>',
              f'<text x="{L}" y="14">{title}</text>']
