@@ -281,17 +281,18 @@ def part_scale(sizes: list[str], timeout: float) -> tuple[list[Run], dict]:
 # ---------------------------------------------------------------- report
 
 def load_parts() -> dict[str, dict]:
-    """Saved parts by name; the pair1M_<sizes> files (one run per size) merge into "pair1M"."""
+    """Saved parts by name; <part>_<sizes> files (pair1M, scale run size by size) merge into <part>."""
     parts: dict[str, dict] = {}
     for p in sorted(CACHE.glob("diagnose_*.json")):
         name, part = p.stem.removeprefix("diagnose_"), json.loads(p.read_text())
-        if name.startswith("pair1M_") and "pair1M" in parts:
-            merged = parts["pair1M"]
+        base = name.split("_", 1)[0]
+        if base in parts:
+            merged = parts[base]
             merged["runs"] += part["runs"]
             merged["data"].update(part["data"])
             merged.setdefault("more_info", []).append(part["info"])
         else:
-            parts["pair1M" if name.startswith("pair1M_") else name] = part
+            parts[base] = part
     return parts
 
 
@@ -432,7 +433,8 @@ def main(argv: list[str] | None = None) -> None:
             runs, data = part_scale(args.sizes, args.timeout)
         info["load_end"] = os.getloadavg()[0]
         CACHE.mkdir(parents=True, exist_ok=True)
-        name = f"{part}_{'_'.join(args.sizes)}" if part == "pair1M" else part  # one file per pair size
+        # pair1M and scale keep one file per size list, so sizes can be run (and rerun) apart
+        name = f"{part}_{'_'.join(args.sizes)}" if part in ("pair1M", "scale") and args.sizes != list(SIZES) else part
         (CACHE / f"diagnose_{name}.json").write_text(json.dumps({"info": info, "data": data, "runs": [asdict(r) for r in runs]}, indent=1))
     if args.report:
         report()
