@@ -191,7 +191,7 @@ def machine() -> dict:
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
     out = {}
-    for pkg in ("orjson", "msgspec", "numpy", "pandas", "HolisticTraceAnalysis", "xprof", "protobuf"):
+    for pkg in ("orjson", "msgspec", "numpy", "pandas", "cydifflib", "HolisticTraceAnalysis", "xprof", "protobuf"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -236,7 +236,8 @@ def table(stats: dict, facts: dict, order: list[str], ref_kind: dict[str, str]) 
     return lines
 
 
-def svg(stats: dict, facts: dict, labels: list[str], kinds: tuple[str, ...], out: Path) -> None:
+def svg(stats: dict, facts: dict, labels: list[str], kinds: tuple[str, ...], out: Path,
+        title: str = "Kineto ingest: median wall time vs events (log-log)") -> None:
     """Log-log plot of median wall time vs events, one polyline per task, written by hand."""
     import math
     pts = {k: [(facts[lab]["events"], stats[(lab, k)]["wall_med"]) for lab in labels if (lab, k) in stats]
@@ -256,10 +257,11 @@ def svg(stats: dict, facts: dict, labels: list[str], kinds: tuple[str, ...], out
     def py(y: float) -> float:
         return H - B - (math.log10(y) - ly0) / (ly1 - ly0) * (H - B - T)
 
-    colors = {"porter": "#d62728", "orjson": "#1f77b4", "hta": "#2ca02c", "hta_ta": "#9467bd"}
+    colors = {"porter": "#d62728", "orjson": "#1f77b4", "hta": "#2ca02c", "hta_ta": "#9467bd",
+              "porter diagnose": "#d62728", "TraceLens 3 cmds": "#2ca02c", "porter read (1 trace)": "#ff7f0e", "orjson read (1 trace)": "#1f77b4"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
              f'<rect width="{W}" height="{H}" fill="white"/>',
-             f'<text x="{L}" y="14">Kineto ingest: median wall time vs events (log-log)</text>']
+             f'<text x="{L}" y="14">{title}</text>']
     for e in range(lx0, lx1 + 1):
         parts.append(f'<line x1="{px(10**e):.1f}" y1="{T}" x2="{px(10**e):.1f}" y2="{H - B}" stroke="#ddd"/>')
         parts.append(f'<text x="{px(10**e):.1f}" y="{H - B + 16}" text-anchor="middle">1e{e}</text>')

@@ -42,7 +42,7 @@ from porter.analysis.accuracy import (
     introducers, load_sketches, oracle_verdict, tolerance_for,
 )
 from porter.analysis.opcost import canonical_dtype
-from porter.bundle import ACTIVATIONS, Bundle
+from porter.bundle import ACTIVATIONS, Bundle, has_activations
 from porter.capture.options import OUTPUT_KEY
 from porter.targets import get_stack
 from porter.targets.base import first_float_tensor, module_hooks, module_path, tensor_leaves
@@ -53,8 +53,6 @@ TOP = 3  # findings lines, and modules replayed op by op
 NOT_CALLED = "never called"  # containers and unused modules: nothing ran, so nothing to compare
 
 
-def has_activations(b: Bundle) -> bool:
-    return (b.path / ACTIVATIONS / "sketch.json").is_file()
 
 
 def model_dtype(b: Bundle) -> str:

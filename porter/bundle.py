@@ -148,6 +148,11 @@ def is_bundle(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / MANIFEST).is_file()
 
 
+def has_activations(b: Bundle) -> bool:
+    """Whether a live capture saved its per-module activation record (a recorded trace never has one)."""
+    return (b.path / ACTIVATIONS / "sketch.json").is_file()
+
+
 def load_bundle(path: Path) -> Bundle:
     path = Path(path)
     if not path.is_dir():

@@ -7,16 +7,14 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from porter.atomic import OutputError
 from porter.errors import PorterError
 from porter.units import fmt_us
+
 
 def _flag_type_hidden() -> None:
     """typer 0.29 prints `<bool>` beside every on/off flag (--json, --force, --help), where a
@@ -48,10 +46,97 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # plain click help: typer's rich help imports markdown-it (~0.1 s per call)
 )
-out = Console()
-err = Console(stderr=True)
+
+
+class LazyConsole:
+    """A rich Console built on first use, so `porter --help` never imports rich."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        self.console.print(*objects, **kwargs)
+
+    def status(self, *args: Any, **kwargs: Any) -> Any:
+        return self.console.status(*args, **kwargs)
+
+    @property
+    def width(self) -> int:
+        return int(self.console.width)
+
+    @property
+    def is_terminal(self) -> bool:
+        return bool(self.console.is_terminal)
+
+
+out = LazyConsole()
+err = LazyConsole(stderr=True)
+
+
+def Table(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - rich's class, imported when a table is printed
+    from rich.table import Table as RichTable
+
+    return RichTable(*args, **kwargs)
+
+
+class _LazyText:
+    """rich.text.Text, imported when a message is printed (user text as plain text, never markup)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from rich.text import Text as RichText
+
+        return RichText(*args, **kwargs)
+
+    def assemble(self, *parts: Any, **kwargs: Any) -> Any:
+        from rich.text import Text as RichText
+
+        return RichText.assemble(*parts, **kwargs)
+
+
+Text = _LazyText()
+
+
+# What `porter diagnose` reports as it goes, in order (message prefixes); the bar advances
+# on each, and other messages (a live capture's steps) only change its text. Reading a
+# trace sends no message: a bad trace must leave exactly one line (the error) on a pipe.
+DIAGNOSE_STAGES = ("reading", "aligning", "writing diagnosis", "writing reports")
+
+
+def stage_of(msg: str, stages: tuple[str, ...]) -> int | None:
+    return next((i for i, s in enumerate(stages) if msg.startswith(s)), None)
+
+
+@contextlib.contextmanager
+def stage_progress(title: str, stages: tuple[str, ...]) -> Iterator[Callable[[str], None]]:
+    """A progress callback: a rich bar over `stages` on a terminal, one stderr line per
+    message on a pipe or file (no bar, no control characters in logs)."""
+    if not err.is_terminal:
+        yield lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err.console, transient=True) as bar:
+        task = bar.add_task(f"{title}: {stages[0]}", total=len(stages))  # the first stage says nothing before it ends
+
+        def progress(msg: str) -> None:
+            i = stage_of(msg, stages)
+            bar.update(task, description=msg, **({"completed": i} if i is not None else {}))
+
+        yield progress
+        bar.update(task, completed=len(stages))
 
 
 DEBUG = {"on": False}  # set by the global --debug option
@@ -303,12 +388,7 @@ def diagnose(
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
     command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     try:
-        with err.status("diagnosing", spinner="dots") as status:
-            def progress(msg: str) -> None:
-                status.update(msg)
-                if not err.is_terminal:  # no spinner on a pipe: one line per stage
-                    err.print(f"porter: {msg}", highlight=False, markup=False, soft_wrap=True)
-
+        with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, capture_options=opts, progress=progress, command=command,
                                      ops=with_ops)

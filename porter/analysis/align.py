@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
+from cydifflib import SequenceMatcher  # difflib's algorithm in C++: the same blocks, ~20x faster
 from typing import Callable, Sequence
 
 import numpy as np
@@ -123,10 +123,16 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     new_unit[1:] = (d[1:] < 0) | (d[1:] != d[:-1])
     f["unit"] = np.cumsum(new_unit)
     f["inferred"] = d >= 0
-    agg = f.groupby("unit", sort=True).agg(
-        op_ids=("op_id", list), step=("step", "first"), module=("module", "first"), op_class=("op_class", "first"),
-        fw=("fw", "first"), start_us=("start_us", "first"), synthetic=("synthetic", "first"),
-        time=("time", "sum"), inferred=("inferred", "first"), wrapper=("wrapper", "first"))
+    by = f.groupby("unit", sort=True)
+    # units are consecutive rows (unit is a cumsum), so each unit's op ids are one slice
+    starts = np.flatnonzero(new_unit)
+    op_ids = [part.tolist() for part in np.split(f["op_id"].to_numpy(), starts[1:])]
+    agg = pd.DataFrame({"op_ids": op_ids}, index=by.size().index)
+    for col in ("step", "module", "op_class", "fw", "start_us", "synthetic"):
+        agg[col] = by[col].first()
+    agg["time"] = by["time"].sum()
+    agg["inferred"] = by["inferred"].first()
+    agg["wrapper"] = by["wrapper"].first()
     return agg.reset_index(drop=True)
 
 
@@ -420,8 +426,8 @@ def unmatched(al: Alignment, ops: pd.DataFrame, side: str, top: int = 20) -> pd.
     f = ops.set_index("op_id").loc[ids, ["name", "framework_op", "module", "op_class"]].copy()
     f["time_us"] = times.values.reindex(ids).to_numpy()
     f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
-    agg = (f.groupby(["fw", "module", "op_class"], sort=False)
-           .agg(time_us=("time_us", "sum"), count=("time_us", "size")).reset_index()
+    by = f.groupby(["fw", "module", "op_class"], sort=False)
+    agg = (pd.DataFrame({"time_us": by["time_us"].sum(), "count": by["time_us"].size()}).reset_index()
            .rename(columns={"fw": "framework_op"}))
     agg["share"] = agg["time_us"] / times.total if times.total > 0 else 0.0
     return agg.sort_values("time_us", ascending=False).head(top).reset_index(drop=True)

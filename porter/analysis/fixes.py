@@ -319,6 +319,13 @@ def symptoms_of(row: Mapping[str, Any]) -> Symptoms:
     return Symptoms(**{f: row[f] for f in Symptoms.__dataclass_fields__})
 
 
+THRESHOLDS = {  # condition key -> (symptom column, +1: at least / -1: at most)
+    "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
+    "max_roofline_efficiency": ("roofline_efficiency", -1), "min_host_fraction": ("host_fraction", 1),
+    "min_recompiles": ("recompiles", 1), "min_error_ratio": ("error_ratio", 1),
+}
+
+
 def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
     """Whether every condition holds for one symptoms row (unknown values never satisfy)."""
     for key, want in cond.items():
@@ -338,16 +345,28 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort") and bool(s[key]) != want:
             return False
-        threshold = {
-            "min_ratio": ("ratio", 1), "min_kernel_ratio": ("kernel_ratio", 1), "max_kernel_ratio": ("kernel_ratio", -1),
-            "max_roofline_efficiency": ("roofline_efficiency", -1), "min_host_fraction": ("host_fraction", 1),
-            "min_recompiles": ("recompiles", 1), "min_error_ratio": ("error_ratio", 1),
-        }.get(key)
+        threshold = THRESHOLDS.get(key)
         if threshold:
             value = float(s[threshold[0]])
             if math.isnan(value) or (threshold[1] > 0 and value < want) or (threshold[1] < 0 and value > want):
                 return False
     return True
+
+
+def applies_mask(cond: Mapping[str, Any], sym: pd.DataFrame) -> np.ndarray:
+    """applies() for every symptoms row at once. Each condition reads one column, so it is
+    decided once per distinct value of that column (exactly applies()'s rule), not per row."""
+    mask = np.ones(len(sym), dtype=bool)
+    for key, want in cond.items():
+        col = THRESHOLDS[key][0] if key in THRESHOLDS else key
+        if col not in sym.columns:  # op_status, has_decomposition: rows of porter ops only
+            if key in ("op_status", "has_decomposition") and not applies({key: want}, {}):
+                mask[:] = False
+            continue  # other keys: applies() reads only the columns its known keys name
+        codes, uniques = pd.factorize(sym[col], use_na_sentinel=False)
+        ok = np.fromiter((applies({key: want}, {col: u}) for u in uniques), dtype=bool, count=len(uniques))
+        mask &= ok[codes]
+    return mask
 
 
 # ---- ranking ----------------------------------------------------------------------------
@@ -439,7 +458,7 @@ REGRESSION, HEADROOM = "regression", "headroom"
 HEADROOM_EFFICIENCY = 0.3  # at most this share of its own roofline: far from it, whatever the source does
 
 
-def headroom_hits(entry: FixEntry, records: list[dict[str, Any]], taken: set[int]) -> list[int]:
+def headroom_hits(entry: FixEntry, sym: pd.DataFrame, taken: set[int]) -> list[int]:
     """Groups where a perf fix that asks for a slowdown (min_ratio) would apply but the target
     is not slower: its other conditions hold and the target runs at <= HEADROOM_EFFICIENCY
     of its own roofline (cost known)."""
@@ -447,8 +466,8 @@ def headroom_hits(entry: FixEntry, records: list[dict[str, Any]], taken: set[int
     if entry.kind != "perf" or "min_ratio" not in cond:
         return []
     rest = {k: v for k, v in cond.items() if k not in ("min_ratio", "max_roofline_efficiency")}
-    return [i for i, s in enumerate(records) if i not in taken and applies(rest, s)
-            and s["roofline_efficiency"] <= HEADROOM_EFFICIENCY]  # NaN (unknown) compares False
+    far = (sym["roofline_efficiency"] <= HEADROOM_EFFICIENCY).to_numpy()  # NaN (unknown) compares False
+    return [int(i) for i in np.flatnonzero(applies_mask(rest, sym) & far) if int(i) not in taken]
 
 
 def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray) -> RankedFix | None:
@@ -493,11 +512,10 @@ def rank_fixes(
     groups = groups.reset_index(drop=True)
     sym = symptoms_table(groups, target_ceilings)
     rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
-    records = sym.to_dict("records")
     out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
     for entry in catalogue.fixes:
-        hit = [i for i, s in enumerate(records) if applies(entry.applies_when, s)]
-        for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, records, set(hit)))):
+        hit = np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
+        for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
             fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], rec[rows_at], dem[rows_at]) if rows_at else None
             if fix is not None:
                 out[entry.kind].append(fix)

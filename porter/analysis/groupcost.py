@@ -39,6 +39,17 @@ def _members(ids: pd.Series) -> pd.DataFrame:
     return pd.DataFrame({"group_id": g.index.to_numpy(), "op_id": g.to_numpy().astype(np.int64)})
 
 
+def distinct_in_order(keys: pd.Series, values: pd.Series) -> pd.Series:
+    """key -> tuple of its non-empty values, first appearance first, in one pass over
+    de-duplicated pairs (a groupby.agg with a Python callable pays pandas' per-group cost)."""
+    pairs = pd.DataFrame({"k": keys.to_numpy(), "v": values.to_numpy(dtype=object)})
+    pairs = pairs[pairs["v"].astype(bool)].drop_duplicates()
+    out: dict = {}
+    for k, v in zip(pairs["k"].tolist(), pairs["v"].tolist()):
+        out.setdefault(k, []).append(v)
+    return pd.Series({k: tuple(v) for k, v in out.items()}, dtype=object)
+
+
 def group_facts(ids: pd.Series, ops: pd.DataFrame, times: pd.Series) -> pd.DataFrame:
     """One row per group (index = ids.index): see FACTS.
 
@@ -71,7 +82,7 @@ def group_facts(ids: pd.Series, ops: pd.DataFrame, times: pd.Series) -> pd.DataF
     shaped = m[m["input_shapes"] != ""].sort_values("time", ascending=False, kind="stable").groupby("group_id", sort=False).first()
     out["input_shapes"] = shaped["input_shapes"]
     out["dtypes"] = shaped["dtypes"]
-    out["framework_ops"] = by["framework_op"].agg(lambda s: tuple(dict.fromkeys(x for x in s if x)))
+    out["framework_ops"] = distinct_in_order(m["group_id"], m["framework_op"])
     out = out.reindex(ids.index)
     for col in ("dtype", "input_shapes", "dtypes"):
         out[col] = out[col].fillna("")

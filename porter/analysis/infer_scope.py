@@ -11,7 +11,7 @@ was inferred.
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
+from cydifflib import SequenceMatcher  # difflib's algorithm in C++: the same blocks, ~20x faster
 
 import numpy as np
 import pandas as pd

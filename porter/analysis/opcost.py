@@ -22,6 +22,7 @@ shapes: profilers.hlo_cost) wins over the estimate.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -56,6 +57,7 @@ _DTYPE_RES = [(re.compile(p, re.IGNORECASE), d) for p, d in _DTYPE_ALIASES]
 FLOAT_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 
 
+@functools.lru_cache(maxsize=4096)  # a trace names a few dtypes, asked about per op and per group
 def canonical_dtype(name: str) -> str:
     """'c10::BFloat16' -> 'bf16', 'float' -> 'fp32', 'long int' -> 'int64'; '' when not a dtype."""
     text = str(name).strip().removeprefix("torch.").removeprefix("c10::")

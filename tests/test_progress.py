@@ -1,0 +1,28 @@
+"""The diagnose progress bar: a rich bar over the stages on a terminal (the pipe case, one
+plain line per stage, is checked on the real CLI in tests/test_imports.py)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from porter import cli
+
+
+def test_terminal_bar_runs_through_the_stages(monkeypatch) -> None:
+    screen = io.StringIO()
+    monkeypatch.setattr(cli.err, "_console", Console(file=screen, force_terminal=True, width=100))
+    with cli.stage_progress("diagnosing", cli.DIAGNOSE_STAGES) as progress:
+        for msg in ("reading source: a.json.gz", "aligning and attributing", "source cpu: timing 10 forwards",
+                    "writing diagnosis.json and the two bundles", "writing reports"):
+            progress(msg)
+    text = screen.getvalue()
+    assert "\x1b[" in text and "4/4" in text  # drawn with control codes, ends complete (then erased)
+    assert "porter: " not in text  # no plain lines on a terminal
+
+
+def test_stage_of_names_the_bar_position() -> None:
+    assert [cli.stage_of(m, cli.DIAGNOSE_STAGES) for m in
+            ("reading target: b.json.gz", "aligning and attributing", "source cpu: timing 10 forwards",
+             "writing diagnosis.json and the two bundles", "writing reports")] == [0, 1, None, 2, 3]
