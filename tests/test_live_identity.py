@@ -30,7 +30,8 @@ FAILING = MODELS / "failing_models.py"
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
 MIN_COVERAGE = 0.98  # the bar: share of each side's charged time inside matched groups
 # host ranges torch.compile's runtime opens around a compiled graph (no eager counterpart)
-COMPILED_REGION_HOST_OPS = {"TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "## Call CompiledFxGraph None ##",
+# "Torch-Compiled Region: F/C" numbers the frame and compile in this process (so it depends on test order)
+COMPILED_REGION_HOST_OPS = {"TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph None ##",
                             "Pregraph bytecode", "AOTDispatcher Runtime Wrapper Prologue", "aten::empty", "aten::empty_strided",
                             "aten::as_strided", "aten::transpose", "aten::empty_like"}
 
@@ -164,7 +165,8 @@ def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
         left = set(member.index[member.to_numpy() == UNMATCHED])
         tops = d.alignment.target_ops.set_index("op_id")
         assert set(tops.loc[sorted(left), "module"]) <= {""}
-        assert set(tops.loc[sorted(left), "name"]) <= COMPILED_REGION_HOST_OPS, set(tops.loc[sorted(left), "name"])
+        left_names = {n.split(":")[0] if n.startswith("Torch-Compiled Region:") else n for n in tops.loc[sorted(left), "name"]}
+        assert left_names <= COMPILED_REGION_HOST_OPS, left_names
         assert cov["target"] + stats["target_unmatched_outside_modules_us"] / tt.total == pytest.approx(1.0)
     else:
         assert cov["target"] >= MIN_COVERAGE, cov
