@@ -233,7 +233,12 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         from porter.ops.in_diagnosis import op_key
 
         status = {op_key(r["op"]): r["status"] for r in d.extras["portability"]["flagged"]}
-        g["portability"] = [status.get(op_key(op)) for op in g.get("target_framework_op", g["framework_op"]).fillna("")]
+        # any target op of the group (a live pair's group is a whole module, named by its heaviest op)
+        names = al.target_ops.set_index("op_id")["framework_op"].fillna("").to_dict()
+        hits = [next(((names.get(i, ""), status[op_key(names.get(i, ""))]) for i in ids
+                      if op_key(names.get(i, "")) in status), (None, None)) for ids in g["target_op_ids"]]
+        g["portability_op"] = [op for op, _ in hits]
+        g["portability"] = [st for _, st in hits]
     return {
         "format": FORMAT,
         "porter_version": __version__,

@@ -166,7 +166,8 @@ def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRo
         op, top = str(r.get("framework_op") or ""), str(r.get("target_framework_op") or "")
         key = op if not top or top == op else f"{op} \u2192 {top}"
         if r.get("portability"):  # diagnose --ops: the target op fell back, failed or is off numerically
-            key += f" [{r['portability']} on target]"
+            flagged = str(r.get("portability_op") or "")
+            key += f" [{flagged + ': ' if flagged and flagged not in (op, top) else ''}{r['portability']} on target]"
         out.append(TimeRow(
             key=key or "(unnamed)",
             source_us=_f(r.get("source_us")) or 0.0,

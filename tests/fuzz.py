@@ -134,9 +134,19 @@ def run_case(seeds_: list[Seed], number: int, scratch: Path) -> Outcome:
         shutil.rmtree(case_dir, ignore_errors=True)
 
 
+def _mapped_bytes() -> int:
+    """This process's virtual size (VmSize), the base a worker's address-space limit adds to."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
 def _worker(seeds_: list[Seed], conn, memory_mb: int, scratch: Path) -> None:
-    if memory_mb:
-        limit = memory_mb << 20
+    if memory_mb:  # memory_mb beyond what the forked parent already maps (torch, jax in a test run);
+        # negative: below it, so every new mapping fails (the test that the limit binds)
+        limit = max(_mapped_bytes() + memory_mb * (1 << 20), 1 << 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     while True:
         number = conn.recv()

@@ -39,8 +39,8 @@ def test_the_watchdog_counts_a_case_over_its_time_as_a_hang(corpus):
 
 @pytest.mark.corpus
 def test_the_memory_limit_binds_in_the_workers(corpus):
-    """An address-space limit below what a worker already maps: no case can succeed, each
+    """An address-space limit 64 MB below what a worker already maps: no case can succeed, each
     is still counted (porter's own cap sees the limit and refuses to decompress, or an
     allocation fails), and the harness goes on."""
-    got = fuzz.fuzz(4, workers=1, timeout=60, memory_mb=64, corpus=corpus)
+    got = fuzz.fuzz(4, workers=1, timeout=60, memory_mb=-64, corpus=corpus)
     assert sum(got["counts"].values()) == 4 and "ok" not in got["counts"], got["counts"]
