@@ -51,7 +51,16 @@ from benchmarks.replicate import copies_for, load, replicate  # noqa: E402
 
 PAIR = {"source": "kineto/h100_Qwen_Qwen1.5-0.5B-Chat.json.gz", "target": "kineto/mi300x_Qwen_Qwen1.5-0.5B-Chat.json.gz"}
 SIZES = {"0.1M": 100_000, "1M": 1_000_000, "2.7M": 2_700_000}
-TRACELENS = Path(os.environ.get("TRACELENS_PYTHON", "/work/tl-venv/bin/python"))
+# TraceLens lives in its own venv (../shared/peers/README.md says how to make it); point
+# TRACELENS_PYTHON at that venv's python. Default: a venv named tl-venv beside the checkout.
+TRACELENS = Path(os.environ.get("TRACELENS_PYTHON", str(REPO.parent / "tl-venv" / "bin" / "python")))
+
+
+def tracelens_python() -> str:
+    if not TRACELENS.is_file():
+        sys.exit(f"benchmarks/diagnose.py: no TraceLens python at {TRACELENS}; install TraceLens in its own venv "
+                 "(../shared/peers/README.md) and set TRACELENS_PYTHON to its bin/python")
+    return str(TRACELENS)
 PORTER = [sys.executable, "-m", "porter"]
 
 
@@ -151,11 +160,11 @@ def porter_diagnose(src: Path, tgt: Path, out: Path) -> list[list[str]]:
 
 def tracelens_pair(src: Path, tgt: Path, out: Path) -> list[list[str]]:
     """The three commands a TraceLens user runs to compare two traces (peers README)."""
-    rep = [str(TRACELENS), "-m", "TraceLens.Reporting.generate_perf_report_pytorch"]
+    rep = [tracelens_python(), "-m", "TraceLens.Reporting.generate_perf_report_pytorch"]
     return [
         [*rep, "--profile_json_path", str(src), "--output_csvs_dir", str(out / "a"), "--enable_kernel_summary", "--short_kernel_study"],
         [*rep, "--profile_json_path", str(tgt), "--output_csvs_dir", str(out / "b"), "--enable_kernel_summary", "--short_kernel_study"],
-        [str(TRACELENS), "-m", "TraceLens.Reporting.compare_perf_reports_pytorch", str(out / "a"), str(out / "b"),
+        [tracelens_python(), "-m", "TraceLens.Reporting.compare_perf_reports_pytorch", str(out / "a"), str(out / "b"),
          "--names", "a", "b", "--sheets", "all", "-o", str(out / "cmp.xlsx"), "--output_csvs_dir", str(out / "cmp")],
     ]
 

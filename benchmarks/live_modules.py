@@ -8,7 +8,7 @@ Prints, per model x target: coverage, share split by estimate, the top 3 gaps by
 the independent ratio beside the diagnosed one, the groups above 20x with theirs, and the top
 3 fixes.
 
-    cd /work/wt12 && /work/main/.venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...]
+    .venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...]
 """
 
 from __future__ import annotations

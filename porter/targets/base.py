@@ -400,12 +400,16 @@ class Stack(abc.ABC):
     def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations: ...
 
     def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
-        """Stack-native output of module(*args, **kwargs) on this stack (CPU torch inputs)."""
-        raise NotImplementedError(f"the {self.name} stack cannot run a single module")
+        """Stack-native output of module(*args, **kwargs) on this stack (CPU torch inputs).
+        Reached only by a stack that neither implements this nor says why in no_module_runs."""
+        raise NotImplementedError(f"porter bug: the {self.name} stack neither runs single modules "
+                                  "(run_call_impl) nor says why not (no_module_runs)")
 
     def run_op_impl(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
-        """Stack-native output of one aten op on this stack (CPU torch inputs)."""
-        raise NotImplementedError(f"the {self.name} stack cannot run a single op")
+        """Stack-native output of one aten op on this stack (CPU torch inputs).
+        Reached only by a stack that neither implements this nor says why in no_op_runs."""
+        raise NotImplementedError(f"porter bug: the {self.name} stack neither runs single ops "
+                                  "(run_op_impl) nor says why not (no_op_runs)")
 
     def versions_impl(self) -> dict[str, str]:
         return {}
