@@ -32,6 +32,7 @@ from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.busy import busy_block
 from porter.analysis.headline import headline, scaled_to_step
 from porter.analysis.paircheck import check_pair
+from porter.analysis.compiled import has_regions
 from porter.analysis.stacks import stack_of
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
@@ -168,7 +169,7 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         d.groups, facts["source"], facts["target"], table,
         source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
         target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
-        target_stack=stack_of(d.target.manifest),
+        target_stack=stack_of(d.target.manifest, compiles=has_regions(d.target.ops)),
         fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc)
     d.extras["fixes"] = ranked_fix_records(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
     d.extras["accuracy"] = accuracy

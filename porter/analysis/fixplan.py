@@ -66,6 +66,7 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         "source_device_type": source_device_type,
         "host_us": 0.0,
         "recompiles": -1,
+        "compiled": groups["compiled"].fillna("").astype(str).to_numpy() if "compiled" in groups.columns else "",
         "roofline_us": rl["roofline_us"].to_numpy(np.float64),
         "recoverable_us": rl["recoverable_us"].to_numpy(np.float64),
         "demonstrated_us": rl["demonstrated_us"].to_numpy(np.float64),
