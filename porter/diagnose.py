@@ -138,6 +138,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
     d.extras["busy"] = busy_block(source.kernels, target.kernels)
+    d.e2e = d.e2e.with_busy(d.extras["busy"])  # streams overlap: the ratio counts busy time, not the kernel sum
     d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
     perf_model(d, catalogue or catalogue_from(None), accuracy)  # times cost and rank
     return d
@@ -229,7 +230,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
     head = d.extras.get("headline") or {}
-    g = scaled_to_step(g, head, al.source_times.total, al.target_times.total)
+    step = lambda df: scaled_to_step(df, head, al.source_times.total, al.target_times.total)  # noqa: E731
+    g = step(g)  # live pairs: groups and every roll-up in the unprofiled step's time, alike
     if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
         from porter.ops.in_diagnosis import op_key
 
@@ -260,11 +262,11 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "end_to_end": d.e2e.to_dict(),
         "busy": d.extras.get("busy"),
         "groups": _records(g),
-        "by_module": _records(d.by_module),
-        "by_module_kind": _records(d.by_module_kind),
-        "by_class": _records(d.by_class),
-        "by_framework_op": _records(d.by_framework_op),
-        "by_op_shape": _records(d.by_op_shape),
+        "by_module": _records(step(d.by_module)),
+        "by_module_kind": _records(step(d.by_module_kind)),
+        "by_class": _records(step(d.by_class)),
+        "by_framework_op": _records(step(d.by_framework_op)),
+        "by_op_shape": _records(step(d.by_op_shape)),
         "unmatched": {side: _records(df) for side, df in d.unmatched.items()},
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),

@@ -99,8 +99,10 @@ def header_lines(d: dict, width: int) -> list[str]:
     e = d["end_to_end"]
     lines = headline_lines(d.get("headline"), width)
     lines += wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
+    busy = (f"; busy time, streams overlap: kernel sum gives {ratio_words(e.get('kernel_sum_ratio'))}"
+            if e.get("ratio_time") == "busy" else "")
     lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
-                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')})", width)
+                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')}{busy})", width)
     per = []
     for role in ("source", "target"):
         sp = e.get(f"{role}_per_step_us") or {}

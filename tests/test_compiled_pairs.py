@@ -126,3 +126,26 @@ def test_compiled_source_against_eager_target(traces, tmp_path):
     assert 0 < top["recoverable_us"] <= sum(g["target_us"] - g["source_us"] for g in d["groups"]
                                             if g["evidence"] == "compiled" and g["target_us"] > g["source_us"]) + 1e-6
     assert any("counts instead" in e for e in top["evidence"]), top["evidence"]
+
+
+@pytest.mark.corpus
+def test_corpus_compiled_trace_is_one_region():
+    """mi300x_torch_compile_triton: a cache lookup, one region, the graph call, and Triton
+    kernels and extern mm/attention calls beneath it; all its device time lies in that region."""
+    from conftest import corpus_dir
+
+    from porter.analysis.compiled import has_regions, region_roots
+    from profilers import kineto
+
+    path = corpus_dir() / "kineto" / "mi300x_torch_compile_triton.json.gz"
+    if not path.is_file():
+        pytest.skip(f"trace corpus not found at {corpus_dir()}")
+    ops = kineto.read(path).ops
+    assert has_regions(ops)
+    roots = region_roots(ops)
+    region = ops.loc[ops["name"].str.startswith("Torch-Compiled Region"), "op_id"].tolist()
+    assert len(region) == 1
+    timed = ops.loc[ops["device_us"] > 0, "op_id"]
+    assert len(timed) > 10 and (roots.reindex(timed).to_numpy() == region[0]).all()
+    lookup = ops.loc[ops["name"] == "TorchDynamo Cache Lookup", "op_id"]
+    assert (roots.reindex(lookup).to_numpy() == region[0]).all()
