@@ -199,10 +199,10 @@ def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
         more = max(len(ops), len(mods)) - 1
         tail = f" (+{more} more)" if more > 0 else ""
         if ops and mods:
-            lead = f"     at {ops[0]} in "
+            lead = f"     at {ops[0]}" + (" in " if mods[0] else " (no module)")
             room = width - len(lead) - len(tail)
             if room >= 20:
-                lines.append(lead + abbreviate(mods[0], room) + tail)
+                lines.append(lead + (abbreviate(mods[0], room) if mods[0] else "") + tail)
                 continue
         lines += wrap("at " + fix_where(f), width, "     ", "  ")
     return lines

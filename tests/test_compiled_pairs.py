@@ -122,6 +122,7 @@ def test_compiled_source_against_eager_target(traces, tmp_path):
     top = fixes[0]
     assert top["first_step"].startswith("On PyTorch eager on the CPU: ") and "torch.compile(model)" in top["first_step"]
     assert top["op_classes"] == ["compiled"] and len(top["group_ids"]) >= 1
+    assert top["ops"][0].startswith("Torch-Compiled Region")  # named by the region, not an eager op in it
     # no shapes recorded: the cost is unknown, so the source's time is the evidence, said plainly
     assert 0 < top["recoverable_us"] <= sum(g["target_us"] - g["source_us"] for g in d["groups"]
                                             if g["evidence"] == "compiled" and g["target_us"] > g["source_us"]) + 1e-6
