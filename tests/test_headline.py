@@ -116,17 +116,38 @@ def test_recorded_pair_headline_says_steps_and_spread(corpus, tmp_path):
     assert first.startswith("UNCERTAIN:" if h["wide"] else "headline:"), first
 
 
+def test_oversubscribed_machine_runs_both_stacks_single_threaded():
+    import os
+
+    from porter.capture.threads import XLA_SINGLE, applied, decide
+
+    assert decide(3.0, 2).single and "load average 3.0 on 2 CPUs" in decide(3.0, 2).why
+    assert not decide(1.9, 2).single and not decide(None, 2).single
+    assert decide(0.1, 2, "1").single and not decide(9.0, 2, "all").single
+    before, flags = torch.get_num_threads(), os.environ.get("XLA_FLAGS")
+    with applied(decide(9.0, 2)):
+        assert torch.get_num_threads() == 1 and XLA_SINGLE in os.environ["XLA_FLAGS"]
+    assert torch.get_num_threads() == before and os.environ.get("XLA_FLAGS") == flags
+    with applied(decide(0.5, 2)):  # a quiet machine: nothing changes
+        assert torch.get_num_threads() == before
+
+
 @pytest.mark.slow
-def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path):
+def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monkeypatch):
     """cpu eager on both sides: the same prepared model twice, so the true ratio is 1."""
+    from porter.analysis.headline import SINGLE_THREAD
     from porter.capture.options import CaptureOptions
     from porter.diagnose import diagnose_specs
+
+    monkeypatch.setenv("PORTER_THREADS", "1")  # as on an oversubscribed machine
+    threads = torch.get_num_threads()
 
     d, path = diagnose_specs("cpu", "cpu", tmp_path / "d", model="mlp", report=False,
                              capture_options=CaptureOptions(steps=2, warmup=1, repeats=3, activations=False),
                              interleave=InterleaveOptions(min_pairs=60, budget_s=4.0, goal_half_width=0.0))
     h = json.loads(path.read_text())["headline"]
-    assert h["basis"].startswith("unprofiled")
+    assert h["basis"].startswith("unprofiled") and SINGLE_THREAD in h["basis"] and h["pairs"]["threads"]["single"]
+    assert torch.get_num_threads() == threads  # restored once the pair is done
     assert len(h["pairs"]["source_s"]) // 2 == h["n"] >= 30  # A B B A blocks
     assert h["ci95"][0] <= 1.0 + SAME and h["ci95"][1] >= 1.0 - SAME
     for side in ("source", "target"):
