@@ -158,8 +158,8 @@ def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, th
     from porter.capture.interleaved import InterleaveOptions, time_interleaved
 
     opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
-    one = " (one intra-op thread per side: the machine is oversubscribed)" if threads is not None and threads.single else ""
-    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s){one}")
+    one = "; one intra-op thread per side" if threads is not None and threads.single else ""
+    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s{one})")
     timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
     timing.threads = threads.to_dict() if threads is not None else None
     return timing

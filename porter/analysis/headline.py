@@ -61,7 +61,7 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
     keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads")
     threads = paired.get("threads") or {}
-    basis = LIVE_BASIS + (f"; {SINGLE_THREAD} ({threads.get('why')})" if threads.get("single") else "")
+    basis = LIVE_BASIS + (f"; {SINGLE_THREAD}: {threads.get('why')}" if threads.get("single") else "")
     return {"basis": basis, **iv.to_dict(), "advice": advice, "sides": sides,
             "pairs": {k: paired.get(k) for k in keep}}
 

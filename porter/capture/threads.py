@@ -41,8 +41,8 @@ def decide(load_average: float | None, cpus: int, setting: str = "auto") -> Thre
     if setting == "all":
         return ThreadPolicy(False, load_average, cpus, "PORTER_THREADS=all")
     busy = load_average is not None and cpus > 0 and load_average > cpus
-    why = (f"the machine was oversubscribed at the start (load average {load_average:.1f} on {cpus} CPUs): "
-           "multi-threaded timing would measure the scheduler" if busy else "")
+    why = (f"load average {load_average:.1f} on {cpus} CPUs at the start, so multi-threaded timing "
+           "would measure the scheduler" if busy else "")
     return ThreadPolicy(busy, load_average, cpus, why)
 
 
