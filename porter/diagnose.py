@@ -32,6 +32,7 @@ from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.busy import busy_block
 from porter.analysis.headline import headline, scaled_to_step
 from porter.analysis.paircheck import check_pair
+from porter.analysis.compiled import has_regions
 from porter.analysis.stacks import stack_of
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 
@@ -137,6 +138,7 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
     d.extras["busy"] = busy_block(source.kernels, target.kernels)
+    d.e2e = d.e2e.with_busy(d.extras["busy"])  # streams overlap: the ratio counts busy time, not the kernel sum
     d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
     perf_model(d, catalogue or catalogue_from(None), accuracy)  # times cost and rank
     return d
@@ -168,7 +170,7 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         d.groups, facts["source"], facts["target"], table,
         source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
         target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
-        target_stack=stack_of(d.target.manifest),
+        target_stack=stack_of(d.target.manifest, compiles=has_regions(d.target.ops)),
         fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc)
     d.extras["fixes"] = ranked_fix_records(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
     d.extras["accuracy"] = accuracy
@@ -228,7 +230,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
     head = d.extras.get("headline") or {}
-    g = scaled_to_step(g, head, al.source_times.total, al.target_times.total)
+    step = lambda df: scaled_to_step(df, head, al.source_times.total, al.target_times.total)  # noqa: E731
+    g = step(g)  # live pairs: groups and every roll-up in the unprofiled step's time, alike
     if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
         from porter.ops.in_diagnosis import op_key
 
@@ -259,11 +262,11 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "end_to_end": d.e2e.to_dict(),
         "busy": d.extras.get("busy"),
         "groups": _records(g),
-        "by_module": _records(d.by_module),
-        "by_module_kind": _records(d.by_module_kind),
-        "by_class": _records(d.by_class),
-        "by_framework_op": _records(d.by_framework_op),
-        "by_op_shape": _records(d.by_op_shape),
+        "by_module": _records(step(d.by_module)),
+        "by_module_kind": _records(step(d.by_module_kind)),
+        "by_class": _records(step(d.by_class)),
+        "by_framework_op": _records(step(d.by_framework_op)),
+        "by_op_shape": _records(step(d.by_op_shape)),
         "unmatched": {side: _records(df) for side, df in d.unmatched.items()},
         "roofline": d.extras.get("roofline"),
         "accuracy": d.extras.get("accuracy"),

@@ -111,6 +111,17 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     """
     specs = [classify(source, "source"), classify(target, "target")]
     live = [s for s in specs if s.kind is InputKind.TARGET]
+    with contextlib.ExitStack() as stack:
+        threads = None
+        if len(live) == 2:  # both captured here: oversubscribed, both run single-threaded (porter.capture.threads)
+            from porter.capture.threads import applied, current
+
+            threads = stack.enter_context(applied(current()))
+        yield from _resolve(specs, live, workdir, model, options, interleave, progress, threads)
+
+
+def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
+             interleave: Any, progress: Progress, threads: Any) -> Iterator[ResolvedPair]:
     if live and model is None and len(live) < 2:
         raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
                           hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
@@ -132,22 +143,26 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
             bundles = open_in_parallel([s.path for s in specs])
         else:
             bundles = [open_side(s, model_spec, scratch.get(s.role), options, progress, runs) for s in specs]
-        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress),
+        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, threads),
                            live=len(live) == 2)
     finally:
         for path in scratch.values():
             shutil.rmtree(path, ignore_errors=True)
 
 
-def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress) -> Any:
-    """Interleaved unprofiled timing of the two captured forwards; None unless both ran here."""
+def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None) -> Any:
+    """Interleaved unprofiled timing of the two captured forwards; None unless both ran here.
+    threads: the porter.capture.threads.ThreadPolicy both sides ran under (kept with the timing)."""
     if set(runs) != set(SIDES):
         return None
     from porter.capture.interleaved import InterleaveOptions, time_interleaved
 
     opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
-    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s)")
-    return time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
+    one = "; one intra-op thread per side" if threads is not None and threads.single else ""
+    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s{one})")
+    timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
+    timing.threads = threads.to_dict() if threads is not None else None
+    return timing
 
 
 def parallel_read_pays(specs: list[InputSpec]) -> bool:

@@ -99,8 +99,10 @@ def header_lines(d: dict, width: int) -> list[str]:
     e = d["end_to_end"]
     lines = headline_lines(d.get("headline"), width)
     lines += wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
+    busy = (f"; busy time, streams overlap: kernel sum gives {ratio_words(e.get('kernel_sum_ratio'))}"
+            if e.get("ratio_time") == "busy" else "")
     lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
-                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')})", width)
+                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')}{busy})", width)
     per = []
     for role in ("source", "target"):
         sp = e.get(f"{role}_per_step_us") or {}
@@ -197,10 +199,10 @@ def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
         more = max(len(ops), len(mods)) - 1
         tail = f" (+{more} more)" if more > 0 else ""
         if ops and mods:
-            lead = f"     at {ops[0]} in "
+            lead = f"     at {ops[0]}" + (" in " if mods[0] else " (no module)")
             room = width - len(lead) - len(tail)
             if room >= 20:
-                lines.append(lead + abbreviate(mods[0], room) + tail)
+                lines.append(lead + (abbreviate(mods[0], room) if mods[0] else "") + tail)
                 continue
         lines += wrap("at " + fix_where(f), width, "     ", "  ")
     return lines

@@ -111,8 +111,9 @@ def _ratio_spread(e2e: dict) -> Spread:
     """Per-step ratio target/source, with bounds from each side's interquartile step times."""
     value = _f(e2e.get("ratio"))
     value = float("nan") if value is None else value
-    s = [float(x) for x in _get(e2e, "source_per_step_us.samples", default=[])]
-    t = [float(x) for x in _get(e2e, "target_per_step_us.samples", default=[])]
+    per = "per_step_busy_us" if e2e.get("ratio_time") == "busy" else "per_step_us"  # the ratio's own basis
+    s = [float(x) for x in _get(e2e, f"source_{per}.samples", default=[])]
+    t = [float(x) for x in _get(e2e, f"target_{per}.samples", default=[])]
     if len(s) < 2 or len(t) < 2 or min(s) <= 0:
         return Spread(value=value, samples=min(len(s), len(t)) or None, kind="one step per side" if s and t else "")
     s1, s3 = np.percentile(s, [25, 75])
@@ -328,6 +329,9 @@ def _method(d: dict, e2e: dict) -> list[tuple[str, str]]:
                              f"(ratio {fmt_ratio(_f(e2e.get('total_ratio')))}); outside profiled steps: "
                              f"{fmt_us(_f(e2e.get('source_outside_steps_us')))} and {fmt_us(_f(e2e.get('target_outside_steps_us')))}"),
     ]
+    if e2e.get("ratio_time") == "busy":
+        rows.append(("End-to-end basis", f"device busy time (streams overlap); summed kernel time gives "
+                                         f"{fmt_ratio(_f(e2e.get('kernel_sum_ratio')))}"))
     if _f(e2e.get("wall_ratio")) is not None:
         rows.append(("Wall-clock ratio", f"{fmt_ratio(_f(e2e.get('wall_ratio')))} (target / source, median step wall time)"))
     if al.get("unit"):

@@ -31,6 +31,7 @@ CLASS_WORDS = {
     "embedding": "embedding lookups", "copy": "memory copies and casts", "memset": "memory fills",
     "collective": "communication between devices", "communication": "communication between devices",
     "optimizer": "optimizer updates", "sync": "synchronisation", "other": "other work",
+    "compiled": "torch.compile regions (against the eager ops they replace)",
 }
 
 

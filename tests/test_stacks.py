@@ -38,6 +38,16 @@ def test_stack_from_manifest(manifest, stack):
     assert stack_of(manifest) == stack
 
 
+@pytest.mark.parametrize("device,stack", [("cpu", "inductor-cpp"), ("cuda", "inductor-triton"), ("rocm", "inductor-triton")])
+def test_recorded_trace_with_compiled_regions_is_inductor(device, stack):
+    """A recorded PyTorch trace that runs torch.compile regions is inductor's: its first steps
+    must not tell it to turn torch.compile on."""
+    m = {"profiler": "kineto", "device": {"type": device}}
+    assert stack_of(m, compiles=True) == stack
+    assert stack_of(m) == {"cpu": "torch-cpu"}.get(device, device)
+    assert stack_of({"profiler": "xplane", "device": {"type": "tpu"}}, compiles=True) == "xla-tpu"
+
+
 @pytest.mark.parametrize("stack", sorted(FOREIGN))
 def test_first_steps_name_the_stack_and_nothing_foreign(stack):
     cat = load_catalogue()

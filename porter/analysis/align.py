@@ -33,10 +33,11 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from porter.analysis.compiled import TOKEN, region_names, region_roots, tokens
 from porter.analysis.infer_scope import infer_synthetic_scopes
 from porter.analysis.optime import OpTimes, op_times
 
-EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "scope", "scope+fused", "scope~", "scope~+fused",
+EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "compiled", "scope", "scope+fused", "scope~", "scope~+fused",
                              "sequence", "sequence-gap", "name")
 UNMATCHED = -1
 MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
@@ -98,7 +99,7 @@ def subtree_times(ops: pd.DataFrame, t: np.ndarray) -> np.ndarray:
     return total
 
 
-def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
+def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series, region: pd.Series | None = None) -> pd.DataFrame:
     """The ops that carry time, in time order, one row per alignment unit.
 
     A unit is one op, except that consecutive synthetic ops repeating the kernels of the
@@ -112,6 +113,7 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     f = ops.loc[keep, ["op_id", "step", "module", "op_class", "framework_op", "name", "start_us", "synthetic"]].copy()
     f["time"] = t[keep]
     f["donor"] = donor.to_numpy()[keep]
+    f["region"] = (region.to_numpy()[keep] if region is not None else -1)
     f["fw"] = f["framework_op"].where(f["framework_op"] != "", f["name"])
     below = subtree_times(ops, t) - t  # charged time of each op's descendants
     kids = ops.loc[ops["parent_id"] >= 0, ["parent_id", "op_class"]]
@@ -133,6 +135,7 @@ def _frame(ops: pd.DataFrame, times: OpTimes, donor: pd.Series) -> pd.DataFrame:
     agg["time"] = by["time"].sum()
     agg["inferred"] = by["inferred"].first()
     agg["wrapper"] = by["wrapper"].first()
+    agg["region"] = by["region"].first()
     return agg.reset_index(drop=True)
 
 
@@ -192,8 +195,9 @@ def _attach_one_sided(blocks: list[_Block], max_run: int | None) -> list[_Block]
 class _Groups:
     """Accumulates groups and marks ops as taken."""
 
-    def __init__(self, src: pd.DataFrame, tgt: pd.DataFrame):
+    def __init__(self, src: pd.DataFrame, tgt: pd.DataFrame, region_names: dict[int, str] | None = None):
         self.src, self.tgt = src, tgt
+        self.region_names = region_names or {}  # op_id of a compiled region -> its name
         self.src_gid = np.full(len(src), UNMATCHED, dtype=np.int64)
         self.tgt_gid = np.full(len(tgt), UNMATCHED, dtype=np.int64)
         self.rows: list[dict] = []
@@ -201,7 +205,7 @@ class _Groups:
         self._cols = {side: {c: f[c].to_numpy() for c in ("op_ids", "time", "module", "op_class", "fw", "inferred")}
                       for side, f in (("source", src), ("target", tgt))}
 
-    def add(self, src_rows: Sequence[int], tgt_rows: Sequence[int], evidence: str) -> None:
+    def add(self, src_rows: Sequence[int], tgt_rows: Sequence[int], evidence: str, compiled: str = "") -> None:
         gid = len(self.rows)
         src_rows, tgt_rows = np.asarray(src_rows, dtype=np.int64), np.asarray(tgt_rows, dtype=np.int64)
         self.src_gid[src_rows] = gid
@@ -209,7 +213,7 @@ class _Groups:
         s, t = self._cols["source"], self._cols["target"]
         main = src_rows[int(np.argmax(s["time"][src_rows]))]
         tmain = tgt_rows[int(np.argmax(t["time"][tgt_rows]))]
-        self.rows.append({
+        row = {
             "group_id": gid,
             "evidence": evidence,
             "inferred_scope": bool(s["inferred"][src_rows].any() or t["inferred"][tgt_rows].any()),
@@ -218,9 +222,18 @@ class _Groups:
             "framework_op": s["fw"][main],
             "target_module": t["module"][tmain],
             "target_framework_op": t["fw"][tmain],
+            "compiled": compiled,
             "source_ids": [int(i) for r in src_rows for i in s["op_ids"][r]],
             "target_ids": [int(i) for r in tgt_rows for i in t["op_ids"][r]],
-        })
+        }
+        if compiled:  # named by the region, not by whichever op in it took longest
+            side = self.src if compiled == "source" else self.tgt
+            rows = src_rows if compiled == "source" else tgt_rows
+            reg = side["region"].to_numpy()[rows]
+            name = self.region_names.get(int(reg[reg >= 0][0]), "compiled region")
+            row["op_class"] = "compiled"
+            row["framework_op" if compiled == "source" else "target_framework_op"] = name
+        self.rows.append(row)
 
     def free(self, side: str) -> np.ndarray:
         gid = self.src_gid if side == "source" else self.tgt_gid
@@ -255,6 +268,35 @@ def _align_rows(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence
     else:
         blocks = _attach_one_sided(blocks, MAX_ATTACH_RUN)
         _emit(g, blocks, src_rows, tgt_rows, evidence, evidence + "-gap", MAX_GAP_RUN)
+
+
+def _pass_compiled(g: _Groups) -> None:
+    """Where one side runs torch.compile regions and the other does not: each region and the
+    other side's ops between the same anchors form one group (porter.analysis.compiled)."""
+    has = {side: bool((f["region"].to_numpy() >= 0).any()) for side, f in (("source", g.src), ("target", g.tgt))}
+    if has["source"] == has["target"]:
+        return
+    comp = "source" if has["source"] else "target"
+    sr, tr = g.free("source"), g.free("target")
+    s_step, t_step = g.src["step"].to_numpy()[sr], g.tgt["step"].to_numpy()[tr]
+    same_steps = set(s_step.tolist()) == set(t_step.tolist())
+    batches = ([(sr[s_step == k], tr[t_step == k]) for k in sorted(set(s_step.tolist()))] if same_steps
+               else [(sr, tr)])
+    for s_rows, t_rows in batches:
+        if not len(s_rows) or not len(t_rows):
+            continue
+        side_tok = {}
+        for side, frame, rows in (("source", g.src, s_rows), ("target", g.tgt, t_rows)):
+            cls = frame["op_class"].to_numpy()[rows]
+            reg = frame["region"].to_numpy()[rows] if side == comp else np.full(len(rows), -1)
+            side_tok[side] = tokens(cls, reg)
+        (s_tok, s_pos), (t_tok, t_pos) = side_tok["source"], side_tok["target"]
+        for b in _attach_one_sided(align_sequences(s_tok, t_tok), None):
+            toks = s_tok if comp == "source" else t_tok
+            if not (b.src and b.tgt) or TOKEN not in (toks[i] for i in (b.src if comp == "source" else b.tgt)):
+                continue
+            g.add(s_rows[[r for i in b.src for r in s_pos[i]]], t_rows[[r for i in b.tgt for r in t_pos[i]]],
+                  "compiled", compiled=comp)
 
 
 def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray, root: bool = False) -> dict[str, np.ndarray]:
@@ -352,7 +394,7 @@ def _membership(frame: pd.DataFrame, gid: np.ndarray) -> pd.Series:
 
 
 Strategy = Callable[[_Groups], None]
-DEFAULT_STRATEGIES: tuple[Strategy, ...] = (_pass_scope, _pass_scope_fuzzy, _pass_sequence, _pass_names)
+DEFAULT_STRATEGIES: tuple[Strategy, ...] = (_pass_compiled, _pass_scope, _pass_scope_fuzzy, _pass_sequence, _pass_names)
 
 
 def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
@@ -380,16 +422,17 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     if target_kernels is not None:
         target_ops, t_don = infer_synthetic_scopes(target_ops, target_kernels)
     none = lambda ops: pd.Series(-1, index=ops.index, dtype=np.int64)  # noqa: E731
-    src = _frame(source_ops, st, s_don if s_don is not None else none(source_ops))
-    tgt = _frame(target_ops, tt, t_don if t_don is not None else none(target_ops))
-    g = _Groups(src, tgt)
+    s_reg, t_reg = region_roots(source_ops), region_roots(target_ops)
+    src = _frame(source_ops, st, s_don if s_don is not None else none(source_ops), s_reg)
+    tgt = _frame(target_ops, tt, t_don if t_don is not None else none(target_ops), t_reg)
+    g = _Groups(src, tgt, {**region_names(source_ops, s_reg), **region_names(target_ops, t_reg)})
     per_pass = {}
     for strategy in strategies:
         before = len(g.rows)
         strategy(g)
         per_pass[strategy.__name__.lstrip("_").removeprefix("pass_")] = len(g.rows) - before
     cols = ["group_id", "evidence", "inferred_scope", "module", "op_class", "framework_op", "target_module",
-            "target_framework_op", "source_ids", "target_ids"]
+            "target_framework_op", "compiled", "source_ids", "target_ids"]
     groups = pd.DataFrame(g.rows, columns=cols)
     src_member = _membership(src, g.src_gid)
     tgt_member = _membership(tgt, g.tgt_gid)

@@ -10,7 +10,8 @@ side's own ops (matched or not), so their totals equal the bundle totals.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -148,6 +149,12 @@ class EndToEnd:
 
     source_has_steps: bool = True
     target_has_steps: bool = True
+    # busy time (union of kernel intervals, porter.analysis.busy) where streams overlap: per
+    # step and whole trace; None when the kernel sum is the basis
+    source_busy: Spread | None = None
+    target_busy: Spread | None = None
+    source_busy_total_us: float | None = None
+    target_busy_total_us: float | None = None
 
     @property
     def basis(self) -> str:
@@ -155,11 +162,36 @@ class EndToEnd:
         return "per_step" if self.source_has_steps and self.target_has_steps else "whole_trace"
 
     @property
-    def ratio(self) -> float:
-        """Target over source (>1: the target is slower): per-step medians, or whole traces."""
+    def uses_busy(self) -> bool:
+        if self.basis == "per_step":
+            return bool(self.source_busy and self.target_busy and self.source_busy.n and self.target_busy.n)
+        return bool(self.source_busy_total_us and self.target_busy_total_us)
+
+    @property
+    def kernel_sum_ratio(self) -> float:
+        """Target over source by summed charged time: per-step medians, or whole traces."""
         if self.basis == "per_step":
             return _ratio(self.source.median, self.target.median)
         return _ratio(self.source_total_us, self.target_total_us)
+
+    @property
+    def ratio(self) -> float:
+        """Target over source (>1: the target is slower): busy time where streams overlap
+        (summed kernels would count concurrent work twice), else the kernel sum."""
+        if not self.uses_busy:
+            return self.kernel_sum_ratio
+        if self.basis == "per_step":
+            return _ratio(self.source_busy.median, self.target_busy.median)
+        return _ratio(self.source_busy_total_us, self.target_busy_total_us)
+
+    def with_busy(self, block: Mapping[str, Any] | None) -> "EndToEnd":
+        """This, with busy time from porter.analysis.busy.busy_block when streams overlap."""
+        if not block or not block.get("streams_overlap"):
+            return self
+        per = {r: Spread(tuple(float(x) for x in (block[r].get("per_step_busy_us") or ()))) for r in ("source", "target")}
+        return replace(self, source_busy=per["source"], target_busy=per["target"],
+                       source_busy_total_us=float(block["source"]["busy_us"]),
+                       target_busy_total_us=float(block["target"]["busy_us"]))
 
     @property
     def wall_ratio(self) -> float | None:
@@ -171,6 +203,10 @@ class EndToEnd:
         return {
             "ratio": self.ratio,
             "ratio_basis": self.basis,
+            "ratio_time": "busy" if self.uses_busy else "kernel_sum",
+            "kernel_sum_ratio": self.kernel_sum_ratio,
+            "source_per_step_busy_us": self.source_busy.to_dict() if self.source_busy else None,
+            "target_per_step_busy_us": self.target_busy.to_dict() if self.target_busy else None,
             "source_per_step_us": self.source.to_dict(),
             "target_per_step_us": self.target.to_dict(),
             "source_outside_steps_us": self.source_outside_steps_us,

@@ -4,7 +4,9 @@ Summing kernel durations counts twice whatever ran at once on two streams (an NC
 all-reduce beside a GEMM, a copy stream beside compute): on multi-stream training traces
 that overstates the time the device was busy by 16-25%. Busy time is the length of the
 union of the device's kernel intervals; overlap is the difference. Sorted-sweep union,
-O(n log n), per device and per profiled step.
+O(n log n), per device and per profiled step. A CPU-only trace's rows are ops' self CPU
+times placed at the op's start (profilers/kineto_link.cpu_as_device), not intervals: they
+count as busy in full, with no overlap.
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ def busy_by(kernels: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     rows = []
     for key, g in k.groupby(keys, sort=True):
         start = g["start_us"].to_numpy(np.float64)
-        busy = union_length(start, start + g["dur_us"].to_numpy(np.float64))
         total = float(g["dur_us"].sum())
+        host = (g["device_id"].to_numpy() < 0) & ((g["stream"].to_numpy() < 0) if "stream" in g else True)
+        # host self-time rows (a CPU-only trace) start where their op starts, so a parent's row
+        # covers its children's starts: no interval union, their sum is the busy time
+        busy = union_length(start[~host], start[~host] + g["dur_us"].to_numpy(np.float64)[~host]) + float(
+            g["dur_us"].to_numpy(np.float64)[host].sum())
         rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
                      "busy_us": busy, "kernel_us": total, "overlap_us": max(total - busy, 0.0), "kernels": int(len(g))})
     return pd.DataFrame(rows, columns=[*keys, "busy_us", "kernel_us", "overlap_us", "kernels"])

@@ -76,12 +76,19 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "introduces_error": ((bool,), "the module's local error jumps (porter.analysis.accuracy)"),
     "already_fused": ((bool,), "a fused attention kernel already runs in the group or its module (either side)"),
     "became_sort": ((bool,), "the target's op is a sort where the source's is not (median, quantile, unique lowered to a sort)"),
+    "source_compiled": ((bool,), "the source runs the group inside a torch.compile region (the target does not)"),
+    "target_compiled": ((bool,), "the target runs the group inside a torch.compile region (the source does not)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
     "op_status": ((list,), "the op's portability status on the target (porter ops) in the list"),
     "has_decomposition": ((bool,), "torch has a core ATen decomposition for the op (porter ops)"),
 }
+# Conditions whose evidence is the other side's run of the same work (eager ops against a
+# compiled region): where the cost is unknown, the time that run shows reachable
+# (demonstrated_us) is what the fix can recover, rather than nothing.
+_DEMONSTRATED = {"source_compiled", "target_compiled"}
 # Conditions that name a specific symptom (count as evidence for confidence).
 _SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
+             "source_compiled", "target_compiled",
              "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
 
 
@@ -223,6 +230,8 @@ class Symptoms:
     error_ratio: float  # local_error / tolerance, NaN unknown
     already_fused: bool  # fused attention already runs here (see FUSED_ATTENTION)
     became_sort: bool  # the target runs a sort where the source ran another op
+    source_compiled: bool  # the group is a torch.compile region on the source, eager ops on the target
+    target_compiled: bool  # ... on the target, eager ops on the source
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -310,6 +319,8 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
         "error_ratio": err_ratio,
         "already_fused": already_fused,
+        "source_compiled": (_col(groups, "compiled", "").fillna("").astype(str) == "source").to_numpy(),
+        "target_compiled": (_col(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
         "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
             groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
@@ -343,7 +354,8 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
             return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
-        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort") and bool(s[key]) != want:
+        if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort",
+                   "source_compiled", "target_compiled") and bool(s[key]) != want:
             return False
         threshold = THRESHOLDS.get(key)
         if threshold:
@@ -421,6 +433,8 @@ def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
         seen.append(f"at {100 * rows['roofline_efficiency'].min():.0f}-{100 * rows['roofline_efficiency'].max():.0f}% of roofline")
     for flag, text in (("misaligned", "dims off the hardware tile"), ("dtype_changed", "dtype differs from source"),
                        ("became_sort", "the target runs a sort"),
+                       ("source_compiled", "the source runs it as one torch.compile region, the target as eager ops"),
+                       ("target_compiled", "the target already runs it as a torch.compile region, the source as eager ops"),
                        ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
         if cond.get(flag) is True:
             seen.append(text)
@@ -450,7 +464,9 @@ def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.nd
     level = {3: "high", 2: "medium"}.get(len(evidence), "low")
     if not known.all():  # part of what the fix rests on has no cost model: one level less sure
         level = {"high": "medium", "medium": "low"}.get(level, "low")
-        evidence.append(f"{int((~known).sum())} of {len(known)} groups have no cost model (not counted as recoverable)")
+        counted = ("the time the other side's run shows reachable counts instead" if _DEMONSTRATED & set(entry.applies_when)
+                   else "not counted as recoverable")
+        evidence.append(f"{int((~known).sum())} of {len(known)} groups have no cost model ({counted})")
     return level, evidence
 
 
@@ -516,7 +532,10 @@ def rank_fixes(
     for entry in catalogue.fixes:
         hit = np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
         for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
-            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], rec[rows_at], dem[rows_at]) if rows_at else None
+            r = rec[rows_at]
+            if _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
+                r = np.where(np.isnan(r), dem[rows_at], r)
+            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at]) if rows_at else None
             if fix is not None:
                 out[entry.kind].append(fix)
     perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id, f.opportunity))

@@ -45,11 +45,14 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
     tfo = groups["target_framework_op"].fillna("").astype(str)
     shapes_t = t["input_shapes"].fillna("").to_numpy(object)
     use_t = shapes_t != ""
+    fo = np.where(tfo != "", tfo, groups["framework_op"].astype(str))
+    if "compiled" in groups.columns:  # a compiled group is named by its region, whichever side runs it
+        fo = np.where(groups["compiled"].fillna("").astype(str) == "source", groups["framework_op"].astype(str), fo)
     out = pd.DataFrame({
         "group_id": gid.astype(str).to_numpy(),
         "module": groups["module"].fillna("").astype(str).to_numpy(),
         "op_class": groups["op_class"].astype(str).to_numpy(),
-        "framework_op": np.where(tfo != "", tfo, groups["framework_op"].astype(str)),
+        "framework_op": fo,
         "source_framework_op": groups["framework_op"].astype(str).to_numpy(),
         "source_us": groups["source_us"].to_numpy(np.float64),
         "target_us": groups["target_us"].to_numpy(np.float64),
@@ -66,6 +69,7 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         "source_device_type": source_device_type,
         "host_us": 0.0,
         "recompiles": -1,
+        "compiled": groups["compiled"].fillna("").astype(str).to_numpy() if "compiled" in groups.columns else "",
         "roofline_us": rl["roofline_us"].to_numpy(np.float64),
         "recoverable_us": rl["recoverable_us"].to_numpy(np.float64),
         "demonstrated_us": rl["demonstrated_us"].to_numpy(np.float64),

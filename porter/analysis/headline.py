@@ -19,6 +19,7 @@ from porter.analysis.attribute import EndToEnd
 from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpaired_ratio
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
+SINGLE_THREAD = "both stacks with one intra-op thread"
 TRACE_BASIS = "device time per profiled step"
 WHOLE_BASIS = "device time of the whole trace (a side has no step markers)"
 BUSY_BASIS = "device busy time per profiled step (streams overlap: the union of kernel intervals, not their sum)"
@@ -58,8 +59,10 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
             "step_scale": unprofiled_s * 1e6 / device_us if device_us > 0 else None,
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
-    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus")
-    return {"basis": LIVE_BASIS, **iv.to_dict(), "advice": advice, "sides": sides,
+    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads")
+    threads = paired.get("threads") or {}
+    basis = LIVE_BASIS + (f"; {SINGLE_THREAD}: {threads.get('why')}" if threads.get("single") else "")
+    return {"basis": basis, **iv.to_dict(), "advice": advice, "sides": sides,
             "pairs": {k: paired.get(k) for k in keep}}
 
 

@@ -22,8 +22,10 @@ STACK_NAMES: dict[str, str] = {
 GPU_TYPES = ("cuda", "rocm", "gpu")
 
 
-def stack_of(manifest: Mapping[str, Any]) -> str:
-    """A key of STACK_NAMES for one side's bundle manifest."""
+def stack_of(manifest: Mapping[str, Any], compiles: bool = False) -> str:
+    """A key of STACK_NAMES for one side's bundle manifest. compiles: the side's trace runs
+    torch.compile regions (porter.analysis.compiled.has_regions), so a recorded PyTorch trace
+    is inductor's, and a fix must not tell it to turn torch.compile on."""
     device = manifest.get("device") or {}
     dev = str(device.get("type", "") if isinstance(device, Mapping) else "").lower()
     target = manifest.get("target") or {}
@@ -35,6 +37,8 @@ def stack_of(manifest: Mapping[str, Any]) -> str:
         return "inductor-cpp" if dev == "cpu" else "inductor-triton"
     if stack in ("ort", "onnxruntime") or "onnxruntime" in profiler:
         return "ort"
+    if compiles and dev in ("cpu", "cuda", "rocm", "mtia"):
+        return "inductor-cpp" if dev == "cpu" else "inductor-triton"
     if dev in ("cuda", "rocm", "mtia"):
         return dev
     if dev == "cpu":

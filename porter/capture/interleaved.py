@@ -46,6 +46,7 @@ class PairedTiming:
     elapsed_s: float = 0.0
     load_average: float | None = None  # 1-minute load average when sampling ended (None where unknown)
     cpus: int = 0
+    threads: dict[str, Any] | None = None  # porter.capture.threads.ThreadPolicy.to_dict() of a live pair
 
     def interval(self) -> RatioInterval:
         """Median over A B B A blocks of target/source, bootstrap 95% (porter.stats.paired_ratio)."""
@@ -58,7 +59,7 @@ class PairedTiming:
         return {"source_s": self.source_s, "target_s": self.target_s, "source_first": self.source_first,
                 "source_median_s": med(self.source_s), "target_median_s": med(self.target_s),
                 "pairs": len(self.source_s), "stopped": self.stopped, "elapsed_s": self.elapsed_s,
-                "load_average": self.load_average, "cpus": self.cpus,
+                "load_average": self.load_average, "cpus": self.cpus, "threads": self.threads,
                 **self.interval().to_dict()}
 
 
