@@ -388,29 +388,49 @@ def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
         return costs
     known = ((costs["flops"].fillna(0) > 0) | (costs["bytes"].fillna(0) > 0)).to_numpy()
     synth = ops["synthetic"].to_numpy(bool)
-    twins = ops[known & ~synth & (ops["kernel_count"].to_numpy() > 0)]
-    if twins.empty:
+    twin_rows = np.flatnonzero(known & ~synth & (ops["kernel_count"].to_numpy() > 0))
+    if not len(twin_rows):
         return costs
-    by_kernels = {k: g for k, g in twins.groupby("kernels", sort=False)}
+    kernels = ops["kernels"].to_numpy(dtype=object)
+    dev = ops["device_us"].to_numpy(np.float64)
+    by_kernels: dict[str, list[int]] = {}
     # A stand-in often holds one kernel of what a recorded op launched with a memset beside it.
-    by_name: dict[str, list] = {}
-    for idx, names in zip(twins.index, twins["kernels"].tolist()):
-        for name in str(names).split("\n"):
+    by_name: dict[str, list[int]] = {}
+    for r in twin_rows.tolist():
+        by_kernels.setdefault(kernels[r], []).append(r)
+        for name in str(kernels[r]).split("\n"):
             if name and not _TRANSFER.match(name):
-                by_name.setdefault(name, []).append(idx)
+                by_name.setdefault(name, []).append(r)
+    pending: dict[str, list[int]] = {}
+    for i in np.flatnonzero(synth & ~known).tolist():
+        pending.setdefault(kernels[i], []).append(i)
+    src_rows, dst_rows = [], []
+    for key, rows in pending.items():  # all stand-ins with the same kernels against their candidates at once
+        cand = by_kernels.get(key, by_name.get(key))
+        if cand is None:
+            continue
+        cand_rows = np.asarray(cand)
+        per = np.maximum(dev[cand_rows], 1e-9)
+        rows_a = np.asarray(rows)
+        rows_a = rows_a[dev[rows_a] > 0]
+        step = max(1, 4_000_000 // len(cand_rows))  # bounds the distance matrix
+        for lo in range(0, len(rows_a), step):
+            part = rows_a[lo:lo + step]
+            j = np.argmin(np.abs(np.log(per[None, :] / dev[part][:, None])), axis=1)
+            ratio = dev[cand_rows[j]] / dev[part]
+            ok = (1 / TWIN_TIME_FACTOR <= ratio) & (ratio <= TWIN_TIME_FACTOR)
+            src_rows.append(cand_rows[j[ok]])
+            dst_rows.append(part[ok])
+    if not src_rows:
+        return costs
+    src, dst = np.concatenate(src_rows), np.concatenate(dst_rows)
     out = costs.copy()
-    for i in np.flatnonzero(synth & ~known):
-        row = ops.iloc[i]
-        cand = by_kernels.get(row["kernels"])
-        if cand is None and row["kernels"] in by_name:
-            cand = twins.loc[by_name[row["kernels"]]]
-        if cand is None or row["device_us"] <= 0:
-            continue
-        per = cand["device_us"].to_numpy(np.float64)
-        j = int(np.argmin(np.abs(np.log(np.maximum(per, 1e-9) / row["device_us"]))))
-        if not 1 / TWIN_TIME_FACTOR <= per[j] / row["device_us"] <= TWIN_TIME_FACTOR:
-            continue
-        twin = costs.loc[cand.index[j]]
-        out.iloc[i, out.columns.get_indexer(["flops", "bytes", "dtype", "cost_note"])] = [
-            twin["flops"], twin["bytes"], twin["dtype"], f"from its kernel twin {cand.iloc[j]['framework_op']}"]
+    for col in ("flops", "bytes", "dtype"):
+        vals = costs[col].to_numpy(dtype=object if col == "dtype" else np.float64).copy()
+        vals[dst] = vals[src]
+        out[col] = pd.Series(vals, index=costs.index, dtype=costs[col].dtype)
+    notes = costs["cost_note"].to_numpy(dtype=object).copy()
+    fw = ops["framework_op"].to_numpy(dtype=object)
+    notes[dst] = [f"from its kernel twin {f}" for f in fw[src].tolist()]
+    out["cost_note"] = pd.Series(notes, index=costs.index, dtype=costs["cost_note"].dtype)
     return out
