@@ -246,7 +246,8 @@ def _align_rows(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence
     """Sequence-align two row sets on op class and emit groups."""
     if not len(src_rows) or not len(tgt_rows):
         return
-    blocks = align_sequences(g.src["op_class"].to_numpy()[src_rows], g.tgt["op_class"].to_numpy()[tgt_rows])
+    # the cached arrays: converting the whole column per scope made this quadratic in scopes
+    blocks = align_sequences(g._cols["source"]["op_class"][src_rows], g._cols["target"]["op_class"][tgt_rows])
     if in_scope:
         # Inside one scope, every op belongs to the scope: gaps of any length form groups,
         # and a side's extra ops join their neighbour.

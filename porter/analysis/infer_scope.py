@@ -129,11 +129,12 @@ def infer_synthetic_scopes(ops: pd.DataFrame, kernels: pd.DataFrame) -> tuple[pd
     # without module names) still says what the kernel computes
     ok = (ops["module"].to_numpy(dtype=object)[src] != "") | (ops["framework_op"].to_numpy(dtype=object)[src] != "")
     src, dst = src[ok], dst[ok]
-    out = ops.copy()
+    filled = {}
     for col in ("module", "framework_op", "op_class"):
         vals = ops[col].to_numpy(dtype=object).copy()
         vals[dst] = vals[src]
-        out[col] = vals
+        filled[col] = pd.Series(vals, index=ops.index, dtype=ops[col].dtype)
+    out = ops.assign(**filled)  # the other columns shared, not copied (copy-on-write): a 1M-op table is ~200 MB
     donors = np.full(len(ops), -1, dtype=np.int64)
     donors[dst] = op_ids[src]
     return out, pd.Series(donors, index=ops.index)

@@ -377,6 +377,14 @@ _TRANSFER = re.compile(r"(?i)^(memset|memcpy)")
 TWIN_TIME_FACTOR = 1.5  # a twin's device time within this factor: same kernel, like-sized work
 
 
+def _rows_by_value(values: np.ndarray, rows: np.ndarray) -> dict:
+    """value -> the rows (ascending) holding it, among `rows`."""
+    codes, uniq = pd.factorize(values[rows])
+    order = np.argsort(codes, kind="stable")
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
+    return {uniq[codes[chunk[0]]]: rows[chunk] for chunk in np.split(order, cuts) if len(chunk) and codes[chunk[0]] >= 0}
+
+
 def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     """Stand-in ops (``synthetic``: kernels no recorded op launched) carry no shapes. Where
     another op of the same trace launched exactly the same kernels, recorded shapes, and
@@ -393,25 +401,21 @@ def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
         return costs
     kernels = ops["kernels"].to_numpy(dtype=object)
     dev = ops["device_us"].to_numpy(np.float64)
-    by_kernels: dict[str, list[int]] = {}
+    by_kernels = _rows_by_value(kernels, twin_rows)
     # A stand-in often holds one kernel of what a recorded op launched with a memset beside it.
-    by_name: dict[str, list[int]] = {}
-    for r in twin_rows.tolist():
-        by_kernels.setdefault(kernels[r], []).append(r)
-        for name in str(kernels[r]).split("\n"):
+    parts: dict[str, list[np.ndarray]] = {}
+    for key, rows in by_kernels.items():
+        for name in str(key).split("\n"):
             if name and not _TRANSFER.match(name):
-                by_name.setdefault(name, []).append(r)
-    pending: dict[str, list[int]] = {}
-    for i in np.flatnonzero(synth & ~known).tolist():
-        pending.setdefault(kernels[i], []).append(i)
+                parts.setdefault(name, []).append(rows)
+    by_name = {name: np.sort(np.concatenate(rows)) for name, rows in parts.items()}  # row order, as recorded
     src_rows, dst_rows = [], []
-    for key, rows in pending.items():  # all stand-ins with the same kernels against their candidates at once
-        cand = by_kernels.get(key, by_name.get(key))
-        if cand is None:
+    for key, rows_a in _rows_by_value(kernels, np.flatnonzero(synth & ~known)).items():
+        # all stand-ins with the same kernels against their candidates at once
+        cand_rows = by_kernels.get(key, by_name.get(key))
+        if cand_rows is None:
             continue
-        cand_rows = np.asarray(cand)
         per = np.maximum(dev[cand_rows], 1e-9)
-        rows_a = np.asarray(rows)
         rows_a = rows_a[dev[rows_a] > 0]
         step = max(1, 4_000_000 // len(cand_rows))  # bounds the distance matrix
         for lo in range(0, len(rows_a), step):
