@@ -130,3 +130,15 @@ def test_replicas_take_donors_from_their_own_copy(corpus):
         expect = np.where(one_donor.to_numpy() >= 0, one_donor.to_numpy() + c * stride, -1)
         assert (d[c] == expect).all()
     assert (out["module"].to_numpy().reshape(6, -1) == one["module"].to_numpy()).all()
+
+
+@pytest.mark.corpus
+def test_kernels_of_ops_missing_from_the_table_donate_nothing(corpus):
+    """A kernel whose op id the ops table lacks (a reader's NO_ID) is never a donor."""
+    b = _bundle(corpus, "h100")
+    linked = ~b.kernels["op_id"].isin(b.ops.loc[b.ops["synthetic"], "op_id"])
+    k = b.kernels.copy()
+    k.loc[linked, "op_id"] = -1
+    ops, donor = infer_synthetic_scopes(b.ops, k)
+    assert (donor == -1).all()
+    assert (ops["module"] == b.ops["module"]).all()

@@ -125,6 +125,8 @@ def infer_synthetic_scopes(ops: pd.DataFrame, kernels: pd.DataFrame) -> tuple[pd
     op_ids = ops["op_id"].to_numpy()
     pos = pd.Series(np.arange(len(ops)), index=op_ids)
     src, dst = pos.reindex(best).to_numpy(), pos.reindex(syn).to_numpy()
+    known = ~(np.isnan(src) | np.isnan(dst))  # a kernel whose op the table lacks donates nothing
+    src, dst = src[known].astype(np.int64), dst[known].astype(np.int64)
     # a donor with no scope at all names nothing; one with only a framework op (a trace
     # without module names) still says what the kernel computes
     ok = (ops["module"].to_numpy(dtype=object)[src] != "") | (ops["framework_op"].to_numpy(dtype=object)[src] != "")
