@@ -142,3 +142,25 @@ def test_kernels_of_ops_missing_from_the_table_donate_nothing(corpus):
     ops, donor = infer_synthetic_scopes(b.ops, k)
     assert (donor == -1).all()
     assert (ops["module"] == b.ops["module"]).all()
+
+
+@pytest.mark.corpus
+def test_replicated_pair_aligns_step_by_step(corpus):
+    """Scope alignment pairs the k-th step of each side (one sequence over all steps grows
+    with its square): a pair repeated 4 times aligns fully, into about 4 times the single
+    pair's groups, and no group of in-step ops spans two copies (ops outside steps, 8 per
+    copy here, all sort before the first step and join it)."""
+    from porter.analysis.align import align
+
+    s, t = _bundle(corpus, "h100"), _bundle(corpus, "mi300x")
+    one = align(s.ops, t.ops, s.kernels, t.kernels)
+    (so, sk, s_stride), (to, tk, t_stride) = _replicated(s, 4), _replicated(t, 4)
+    al = align(so, to, sk, tk)
+    cov = al.coverage()
+    assert min(cov["source"], cov["target"]) >= 0.995, cov
+    assert abs(len(al.groups) - 4 * len(one.groups)) <= 0.01 * 4 * len(one.groups)
+    for ids, ops, stride in ((al.groups["source_ids"], so, s_stride), (al.groups["target_ids"], to, t_stride)):
+        step = ops.set_index("op_id")["step"]
+        in_steps = [g for g in ids if (step.reindex(g).to_numpy() >= 0).all()]
+        assert len(in_steps) > 0.9 * len(ids)
+        assert all(len({i // stride for i in g}) == 1 for g in in_steps)
