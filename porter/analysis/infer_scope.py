@@ -88,6 +88,8 @@ def _sequence_votes(s: _Stream, votes: dict[int, list[int]], tail: dict[int, int
 
 
 def _streams(kernels: pd.DataFrame, syn_ids: np.ndarray) -> list[_Stream]:
+    """Each stream holding stand-in kernels, in device order (a sequence is per stream:
+    kernels of other streams interleave with it by time but are not its order)."""
     k = kernels.sort_values(["stream", "start_us"], kind="stable")
     codes, _ = pd.factorize(k["name"])
     ops = k["op_id"].to_numpy(dtype=np.int64)
