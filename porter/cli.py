@@ -375,11 +375,13 @@ def diagnose(
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
-    import json
+    import gc
     import shlex
 
+    import orjson
+
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.diagnose import diagnose_specs, render_reports
     from porter.summary import summary_lines
 
     set_max_inflate(max_inflate)
@@ -390,14 +392,18 @@ def diagnose(
     try:
         with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
-                                     report=not no_report, capture_options=opts, progress=progress, command=command,
+                                     report=False, capture_options=opts, progress=progress, command=command,
                                      ops=with_ops)
+            del d  # the reports need only diagnosis.json: free the analysis before rendering
+            gc.collect()
+            if not no_report:
+                render_reports(dest, progress)
     except PorterError as exc:
         fail(exc)
     if as_json:
         sys.stdout.write(dest.read_text())
         return
-    for line in summary_lines(json.loads(dest.read_text()), width=min(100, out.width)):
+    for line in summary_lines(orjson.loads(dest.read_bytes()), width=min(100, out.width)):  # porter wrote it: no NaN
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
     out.print(f"{wrote} in", highlight=False, markup=False)

@@ -417,13 +417,25 @@ def model_from_diagnosis(d: dict) -> ReportModel:
     )
 
 
+def _load_json(path: Path) -> Any:
+    """orjson (5x the stdlib on a 1M-event pair's diagnosis.json); the stdlib for a file
+    with NaN tokens, which only diagnosis.json files written before orjson hold."""
+    import orjson
+
+    raw = path.read_bytes()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 def load_report_model(diagnosis_dir: Path) -> ReportModel:
     """Read DIR/diagnosis.json into a ReportModel; a user-fixable problem raises PorterError."""
     path = Path(diagnosis_dir) / DIAGNOSIS
     if not path.is_file():
         raise PorterError(f"no {DIAGNOSIS} here", path=diagnosis_dir, hint="run `porter diagnose ... -o DIR` first")
     try:
-        data = json.loads(path.read_text())
+        data = _load_json(path)
     except (OSError, ValueError) as exc:
         raise PorterError(f"unreadable {DIAGNOSIS} ({exc})", path=path) from None
     if not isinstance(data, dict):

@@ -73,9 +73,19 @@ def _autoescape(name: str | None) -> bool:
     return not (name or "").endswith(".md.j2")
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept in the user's temp dir (keyed by the template source's
+    checksum, so an edited template recompiles): compiling them took ~0.3 s of every run."""
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except (OSError, RuntimeError):  # no private temp dir to be had: compile each time
+        return None
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
+        bytecode_cache=_bytecode_cache(),
         autoescape=_autoescape,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

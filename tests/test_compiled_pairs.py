@@ -116,8 +116,13 @@ def test_compiled_source_against_eager_target(traces, tmp_path):
     eager, compiled = traces
     d = _diagnose(compiled, eager, tmp_path / "d")
     _check_grouping(d, tmp_path / "d", "source")
-    assert d["end_to_end"]["ratio"] > 1.3  # compiled GPT-2 runs ~2x the eager one here
     fixes = [f for f in d["fixes"] if f["kind"] == "perf"]
+    # compiled GPT-2 runs ~2x the eager one on a quiet machine, but the two recordings are
+    # sequential and load on a shared runner can close the gap; below the fix's min_ratio
+    # (1.2) no fix may claim the eager side should compile
+    if max(g["ratio"] for g in d["groups"] if g["evidence"] == "compiled") < 1.2:
+        assert all(f["fix_id"] != "compile-like-source" for f in fixes), [f["fix_id"] for f in fixes]
+        return
     assert fixes and fixes[0]["fix_id"] == "compile-like-source", [f["fix_id"] for f in fixes]
     top = fixes[0]
     assert top["first_step"].startswith("On PyTorch eager on the CPU: ") and "torch.compile(model)" in top["first_step"]

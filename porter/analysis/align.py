@@ -202,7 +202,7 @@ class _Groups:
         self.tgt_gid = np.full(len(tgt), UNMATCHED, dtype=np.int64)
         self.rows: list[dict] = []
         # Plain arrays: per-group pandas indexing is far too slow for thousands of groups.
-        self._cols = {side: {c: f[c].to_numpy() for c in ("op_ids", "time", "module", "op_class", "fw", "inferred")}
+        self._cols = {side: {c: f[c].to_numpy() for c in ("op_ids", "time", "module", "op_class", "fw", "inferred", "step")}
                       for side, f in (("source", src), ("target", tgt))}
 
     def add(self, src_rows: Sequence[int], tgt_rows: Sequence[int], evidence: str, compiled: str = "") -> None:
@@ -259,7 +259,8 @@ def _align_rows(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence
     """Sequence-align two row sets on op class and emit groups."""
     if not len(src_rows) or not len(tgt_rows):
         return
-    blocks = align_sequences(g.src["op_class"].to_numpy()[src_rows], g.tgt["op_class"].to_numpy()[tgt_rows])
+    # the cached arrays: converting the whole column per scope made this quadratic in scopes
+    blocks = align_sequences(g._cols["source"]["op_class"][src_rows], g._cols["target"]["op_class"][tgt_rows])
     if in_scope:
         # Inside one scope, every op belongs to the scope: gaps of any length form groups,
         # and a side's extra ops join their neighbour.
@@ -299,6 +300,32 @@ def _pass_compiled(g: _Groups) -> None:
                   "compiled", compiled=comp)
 
 
+def _by_step(g: _Groups, side: str, rows: np.ndarray) -> list[np.ndarray]:
+    """rows (in step order) cut where the profiler step changes; ops outside steps (-1,
+    sorted first: a trace opening mid-step) belong to the first step."""
+    steps = g._cols[side]["step"][rows]
+    inside = steps[steps >= 0]
+    if len(inside):
+        steps = np.where(steps < 0, inside[0], steps)
+    return np.split(rows, np.flatnonzero(np.diff(steps)) + 1)
+
+
+def _align_scope(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence: str) -> None:
+    """One scope's ops aligned step by step, the k-th profiled step of each side together
+    (a longer side's extra steps join its last one): the sequence matcher's time grows with
+    the square of a sequence of few distinct op classes, so one sequence over all the steps
+    of a long trace would not end. One step per side is the whole scope, as before."""
+    s_parts, t_parts = _by_step(g, "source", src_rows), _by_step(g, "target", tgt_rows)
+    n = min(len(s_parts), len(t_parts))
+    if n <= 1:
+        _align_rows(g, src_rows, tgt_rows, evidence, in_scope=True)
+        return
+    s_parts[n - 1:] = [np.concatenate(s_parts[n - 1:])]
+    t_parts[n - 1:] = [np.concatenate(t_parts[n - 1:])]
+    for s, t in zip(s_parts, t_parts):
+        _align_rows(g, s, t, evidence, in_scope=True)
+
+
 def _rows_by_module(frame: pd.DataFrame, rows: np.ndarray, root: bool = False) -> dict[str, np.ndarray]:
     """Rows per module path; with root, ops outside any module (not synthetic) form scope ''."""
     mods = frame["module"].to_numpy()[rows]
@@ -314,7 +341,7 @@ def _pass_scope(g: _Groups) -> None:
     src_mods = _rows_by_module(g.src, g.free("source"), root=True)
     tgt_mods = _rows_by_module(g.tgt, g.free("target"), root=True)
     for mod in (m for m in src_mods if m in tgt_mods):  # source order: group ids must not depend on str hashing
-        _align_rows(g, src_mods[mod], tgt_mods[mod], "scope", in_scope=True)
+        _align_scope(g, src_mods[mod], tgt_mods[mod], "scope")
 
 
 def _scope_key(module: str) -> tuple[str, ...]:
@@ -362,7 +389,7 @@ def _pass_scope_fuzzy(g: _Groups) -> None:
     order_s = sorted(src_mods, key=lambda m: src_mods[m][0])
     order_t = sorted(tgt_mods, key=lambda m: tgt_mods[m][0])
     for sm, tm in _pair_modules(order_s, order_t):
-        _align_rows(g, src_mods[sm], tgt_mods[tm], "scope~", in_scope=True)
+        _align_scope(g, src_mods[sm], tgt_mods[tm], "scope~")
 
 
 def _pass_sequence(g: _Groups) -> None:

@@ -377,6 +377,14 @@ _TRANSFER = re.compile(r"(?i)^(memset|memcpy)")
 TWIN_TIME_FACTOR = 1.5  # a twin's device time within this factor: same kernel, like-sized work
 
 
+def _rows_by_value(values: np.ndarray, rows: np.ndarray) -> dict:
+    """value -> the rows (ascending) holding it, among `rows`."""
+    codes, uniq = pd.factorize(values[rows])
+    order = np.argsort(codes, kind="stable")
+    cuts = np.flatnonzero(np.diff(codes[order])) + 1
+    return {uniq[codes[chunk[0]]]: rows[chunk] for chunk in np.split(order, cuts) if len(chunk) and codes[chunk[0]] >= 0}
+
+
 def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
     """Stand-in ops (``synthetic``: kernels no recorded op launched) carry no shapes. Where
     another op of the same trace launched exactly the same kernels, recorded shapes, and
@@ -388,29 +396,45 @@ def with_twin_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
         return costs
     known = ((costs["flops"].fillna(0) > 0) | (costs["bytes"].fillna(0) > 0)).to_numpy()
     synth = ops["synthetic"].to_numpy(bool)
-    twins = ops[known & ~synth & (ops["kernel_count"].to_numpy() > 0)]
-    if twins.empty:
+    twin_rows = np.flatnonzero(known & ~synth & (ops["kernel_count"].to_numpy() > 0))
+    if not len(twin_rows):
         return costs
-    by_kernels = {k: g for k, g in twins.groupby("kernels", sort=False)}
+    kernels = ops["kernels"].to_numpy(dtype=object)
+    dev = ops["device_us"].to_numpy(np.float64)
+    by_kernels = _rows_by_value(kernels, twin_rows)
     # A stand-in often holds one kernel of what a recorded op launched with a memset beside it.
-    by_name: dict[str, list] = {}
-    for idx, names in zip(twins.index, twins["kernels"].tolist()):
-        for name in str(names).split("\n"):
+    parts: dict[str, list[np.ndarray]] = {}
+    for key, rows in by_kernels.items():
+        for name in str(key).split("\n"):
             if name and not _TRANSFER.match(name):
-                by_name.setdefault(name, []).append(idx)
+                parts.setdefault(name, []).append(rows)
+    by_name = {name: np.sort(np.concatenate(rows)) for name, rows in parts.items()}  # row order, as recorded
+    src_rows, dst_rows = [], []
+    for key, rows_a in _rows_by_value(kernels, np.flatnonzero(synth & ~known)).items():
+        # all stand-ins with the same kernels against their candidates at once
+        cand_rows = by_kernels.get(key, by_name.get(key))
+        if cand_rows is None:
+            continue
+        per = np.maximum(dev[cand_rows], 1e-9)
+        rows_a = rows_a[dev[rows_a] > 0]
+        step = max(1, 4_000_000 // len(cand_rows))  # bounds the distance matrix
+        for lo in range(0, len(rows_a), step):
+            part = rows_a[lo:lo + step]
+            j = np.argmin(np.abs(np.log(per[None, :] / dev[part][:, None])), axis=1)
+            ratio = dev[cand_rows[j]] / dev[part]
+            ok = (1 / TWIN_TIME_FACTOR <= ratio) & (ratio <= TWIN_TIME_FACTOR)
+            src_rows.append(cand_rows[j[ok]])
+            dst_rows.append(part[ok])
+    if not src_rows:
+        return costs
+    src, dst = np.concatenate(src_rows), np.concatenate(dst_rows)
     out = costs.copy()
-    for i in np.flatnonzero(synth & ~known):
-        row = ops.iloc[i]
-        cand = by_kernels.get(row["kernels"])
-        if cand is None and row["kernels"] in by_name:
-            cand = twins.loc[by_name[row["kernels"]]]
-        if cand is None or row["device_us"] <= 0:
-            continue
-        per = cand["device_us"].to_numpy(np.float64)
-        j = int(np.argmin(np.abs(np.log(np.maximum(per, 1e-9) / row["device_us"]))))
-        if not 1 / TWIN_TIME_FACTOR <= per[j] / row["device_us"] <= TWIN_TIME_FACTOR:
-            continue
-        twin = costs.loc[cand.index[j]]
-        out.iloc[i, out.columns.get_indexer(["flops", "bytes", "dtype", "cost_note"])] = [
-            twin["flops"], twin["bytes"], twin["dtype"], f"from its kernel twin {cand.iloc[j]['framework_op']}"]
+    for col in ("flops", "bytes", "dtype"):
+        vals = costs[col].to_numpy(dtype=object if col == "dtype" else np.float64).copy()
+        vals[dst] = vals[src]
+        out[col] = pd.Series(vals, index=costs.index, dtype=costs[col].dtype)
+    notes = costs["cost_note"].to_numpy(dtype=object).copy()
+    fw = ops["framework_op"].to_numpy(dtype=object)
+    notes[dst] = [f"from its kernel twin {f}" for f in fw[src].tolist()]
+    out["cost_note"] = pd.Series(notes, index=costs.index, dtype=costs["cost_note"].dtype)
     return out

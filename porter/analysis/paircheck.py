@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from porter.analysis.align import Alignment
-from porter.analysis.attribute import module_kind
+from porter.analysis.attribute import with_module_kind
 
 MIN_COVERAGE = 0.5  # matched share of time, on the side matched least
 
@@ -53,8 +53,8 @@ def check_pair(al: Alignment) -> PairCheck:
     op = min(_shared_share(s, t, "framework_op", st), _shared_share(t, s, "framework_op", tt))
     mods = None
     if (s["module"] != "").any() and (t["module"] != "").any():
-        sk, tk = s.assign(kind=s["module"].map(module_kind)), t.assign(kind=t["module"].map(module_kind))
-        mods = min(_shared_share(sk, tk, "kind", st), _shared_share(tk, sk, "kind", tt))
+        sk, tk = with_module_kind(s), with_module_kind(t)  # once per distinct path, not per op
+        mods = min(_shared_share(sk, tk, "module_kind", st), _shared_share(tk, sk, "module_kind", tt))
     ok = coverage >= MIN_COVERAGE
     reason = "" if ok else (
         f"the two runs share too little to compare: {coverage:.0%} of time aligns (needs {MIN_COVERAGE:.0%}), "
