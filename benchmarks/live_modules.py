@@ -143,17 +143,26 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
     mods = dict((n.replace(".", "/"), m) for n, m in spec.module.named_modules())
     stack = target.split(":")[-1]
     rows = d.by_module[d.by_module["key"].isin(leaves)].set_index("key")
+    # beside the profiled time per step, the diagnosis' step-scaled figure: each module's share of
+    # its side's profiled time times that side's unprofiled step from the interleaved timing (load
+    # drift between the captures cancels, but an eager model's Python time between ops is spread
+    # over its modules), as diagnosis.json's groups carry it (porter.analysis.headline)
+    sides = (d.extras.get("headline") or {}).get("sides") or {}
+    scale = {role: (sides[role]["unprofiled_step_s"] * 1e6 / total if sides and total > 0 else 1.0 / steps)
+             for role, total in (("source", d.alignment.source_times.total), ("target", d.alignment.target_times.total))}
+    rows = rows.assign(src_step=rows["source_us"] * scale["source"], tgt_step=rows["target_us"] * scale["target"])
     diag_gap = (rows["delta_us"] / steps).to_dict()
     big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
     alone = alone_times(stack, mods, leaves) if stack in ("xla", "inductor") else {}
     result: dict[str, Any] = {"coverage": cov, "big": len(big)}
-    print("top 3 gaps by leaf module, diagnosed (per step, each op call's median over steps) beside alone "
+    print("top 3 gaps by leaf module, diagnosed (profiled, each op call's median over steps) beside alone "
           f"(median of {REPEATS} interleaved, less the floor):")
     for key in top3(diag_gap):
         r = rows.loc[key]
         t = alone.get(key)
         a = f"alone {t['src']:.1f} -> {t['tgt']:.1f} us (x{t['tgt'] / t['src'] if t['src'] else float('nan'):.2f})" if t else "alone: not timed"
-        print(f"  {key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us (x{r.ratio:.2f}); {a}")
+        print(f"  {key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us/step (x{r.ratio:.2f}; step-scaled "
+              f"{r.src_step:.1f} -> {r.tgt_step:.1f}); {a}")
     if alone:
         alone_gap = {k: v["tgt"] - v["src"] for k, v in alone.items()}
         dt, at = top3(diag_gap), top3(alone_gap)

@@ -36,8 +36,8 @@ import pandas as pd
 from porter.analysis.infer_scope import infer_synthetic_scopes
 from porter.analysis.optime import OpTimes, op_times
 
-EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "scope", "scope+fused", "scope~", "scope~+fused",
-                             "sequence", "sequence-gap", "name")
+EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "identity+fused", "scope", "scope+fused", "scope~",
+                             "scope~+fused", "sequence", "sequence-gap", "name")
 UNMATCHED = -1
 MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
 MAX_ATTACH_RUN = 4  # longest one-sided run attached to a neighbour outside a scope
@@ -370,11 +370,11 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     """
     split = {}
     if identity:  # fused ops first share their time among their members' modules
-        from porter.analysis.align_identity import pass_identity
+        from porter.analysis.align_identity import identity_strategy
         from porter.analysis.split_fused import split_fused
 
-        strategies = (pass_identity,)
         split = {"source": split_fused(source_ops), "target": split_fused(target_ops)}
+        strategies = (identity_strategy(split["source"].absorbed, split["target"].absorbed),)
         source_ops, target_ops = split["source"].ops, split["target"].ops
     st, tt = op_times(source_ops), op_times(target_ops)
     medians = {}

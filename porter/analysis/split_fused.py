@@ -10,19 +10,23 @@ child row per member module carrying ``share * its time``, named
 ``<fusion> [share of <module>, estimated]``. Each module's time is then the sum of its
 shares; ``estimated_us`` says how much time was placed by estimate.
 
-Members in a module and in its descendants are not split apart: they go to that module
-whole (``merge_nested``). A block's own residual add fused into its child LayerNorm's
-kernel would otherwise get an element-count share of a few microseconds against the
-eager add's own call (allocation and dispatch included), a 30x "gap" made by the estimate;
-given whole to the block, the block's add and its LayerNorm child (handed up, one-sided)
-meet the kernel in one group, measured on both sides. Only members in modules that do not
-nest (siblings, cousins: the convolutions of two blocks) are split by estimate.
+An epilogue (a member whose estimated share is under ``EPILOGUE_SHARE``: the batch norm and
+ReLU fused onto a convolution's output, a block's residual add) is below what the estimate
+can resolve: its share of a few tenths of a microsecond against the eager op's own call
+made 50x "gaps". It is folded into the nearest larger member (most scopes in common, then
+largest). Then members in a module and in its descendants are not split apart: they go
+to that module whole (a block's own add holding a third of a fused kernel with its child's
+dense layer). ``Split.absorbed`` records each module -> the module its share went to, so
+that the rest of that module's work on both sides joins the same group
+(porter.analysis.align_identity: ``identity+fused``); what was merged is measured whole on
+both sides. Only members in modules that do not nest (the convolutions of two blocks) are
+split by estimate.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -31,31 +35,62 @@ from porter.analysis.optime import DEVICE, op_times
 from porter.opclass import classify_op
 
 
+EPILOGUE_SHARE = 0.05  # below this share of a fusion's estimated cost a member is an epilogue
+
+
 @dataclass(frozen=True)
 class Split:
     ops: pd.DataFrame  # the ops with one child row per member module of each split op
     estimated_us: float  # charged time placed on modules by estimate
     split_ops: int  # fused ops that were split
+    absorbed: dict[str, str] = field(default_factory=dict)  # epilogue module -> module it was folded into
 
 
 def _within(path: str, outer: str) -> bool:
     return outer == "" or path == outer or path.startswith(outer + "/")
 
 
-def merge_nested(members: list[list]) -> list[list]:
+def _shared(a: str, b: str) -> int:
+    """How many leading scopes two module paths share."""
+    n = 0
+    for x, y in zip(a.split("/"), b.split("/")):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def merge_nested(members: list[list], absorbed: dict[str, str] | None = None) -> list[list]:
     """[[module, op, share], ...] with each member in a module nested in another member's
     module moved to the outermost such module; shares of one module added, its largest
-    member's op kept (see the module doc)."""
+    member's op kept (see the module doc). absorbed gets module -> where it went."""
     paths = {m[0] for m in members}
     top = {p: next(o for o in sorted(paths, key=len) if _within(p, o)) for p in paths}
     out: dict[str, list] = {}
     for module, op, share in sorted(members, key=lambda m: -m[2]):
         into = top[module]
+        if into != module and absorbed is not None:
+            absorbed.setdefault(module, into)
         if into in out:
             out[into][2] += share
         else:
             out[into] = [into, op, share]
     return list(out.values())
+
+
+def fold_epilogues(members: list[list], absorbed: dict[str, str]) -> list[list]:
+    """Members under EPILOGUE_SHARE added to the nearest larger member (the most scopes in
+    common, then the largest: a block's batch norm goes to that block's convolution);
+    absorbed gets module -> where it went."""
+    big = [list(m) for m in members if m[2] >= EPILOGUE_SHARE] or [list(max(members, key=lambda m: m[2]))]
+    for m in members:
+        if any(m[0] == b[0] and m[1] == b[1] and m[2] == b[2] for b in big):
+            continue
+        into = max(big, key=lambda b: (_shared(m[0], b[0]), b[2]))
+        into[2] += m[2]
+        if m[0] != into[0]:
+            absorbed.setdefault(m[0], into[0])
+    return big
 
 
 def split_fused(ops: pd.DataFrame) -> Split:
@@ -71,9 +106,10 @@ def split_fused(ops: pd.DataFrame) -> Split:
     estimated = 0.0
     split = 0
     moved: dict[int, str] = {}
+    absorbed: dict[str, str] = {}
     for r in rows.itertuples(index=False):
         t = float(charged.get(r.op_id, 0.0))
-        members = merge_nested(json.loads(r.members))
+        members = merge_nested(fold_epilogues(json.loads(r.members), absorbed), absorbed)
         if len(members) == 1 and members[0][0] != r.module:
             moved[r.op_id] = members[0][0]  # all its members nest in one module: that module's, whole
         if t <= 0 or len(members) < 2:
@@ -94,7 +130,7 @@ def split_fused(ops: pd.DataFrame) -> Split:
         if times.basis == DEVICE:
             zero_device.append(r.op_id)
     if not new and not moved:
-        return Split(ops, 0.0, 0)
+        return Split(ops, 0.0, 0, absorbed)
     out = ops.copy()
     if moved:
         out["module"] = out["op_id"].map(moved).fillna(out["module"])
@@ -102,4 +138,4 @@ def split_fused(ops: pd.DataFrame) -> Split:
         out.loc[out["op_id"].isin(zero_device), "device_us"] = 0.0
     # host basis: a row's charge is its wall time minus its children's, so the new children take it
     out = pd.concat([out, pd.DataFrame(new, columns=ops.columns)], ignore_index=True)
-    return Split(out, estimated, split)
+    return Split(out, estimated, split, absorbed)
