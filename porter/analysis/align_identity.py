@@ -75,6 +75,17 @@ def identity_strategy(source_absorbed: dict[str, str] | None = None,
     return pass_identity
 
 
+def _destination(path: str, absorbed: dict[str, str]) -> str | None:
+    """Where a module's work went, following chains; None when it stayed or the chain cycles."""
+    seen, here = {path}, path
+    while here in absorbed:
+        here = absorbed[here]
+        if here in seen:
+            return None
+        seen.add(here)
+    return here if here != path else None
+
+
 def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str, str]) -> None:
     src = _rows_by_path(g.src, g.free("source"))
     tgt = _rows_by_path(g.tgt, g.free("target"))
@@ -89,8 +100,8 @@ def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str
     # module's group with both sides' work, before anything is handed up: what is left of it
     # on its own (a batch norm's scale computation) is no longer the same work as the eager op
     for path, (s_rows, t_rows, _) in list(pending.items()):
-        into = target_absorbed.get(path) or source_absorbed.get(path)
-        if into is None or into == path or into not in pending or not (s_rows or t_rows):
+        into = _destination(path, target_absorbed) or _destination(path, source_absorbed)
+        if into is None or into not in pending or not (s_rows or t_rows):
             continue
         ps, pt, _ = pending[into]
         pending[into] = (ps + s_rows, pt + t_rows, FUSED)

@@ -17,7 +17,8 @@ made 50x "gaps". It is folded into the nearest larger member (most scopes in com
 largest). Then members in a module and in its descendants are not split apart: they go
 to that module whole (a block's own add holding a third of a fused kernel with its child's
 dense layer). ``Split.absorbed`` records each module -> the module its share went to, so
-that the rest of that module's work on both sides joins the same group
+that the rest of that module's work on both sides joins the same group, where most of its
+time on that side went there
 (porter.analysis.align_identity: ``identity+fused``); what was merged is measured whole on
 both sides. Only members in modules that do not nest (the convolutions of two blocks) are
 split by estimate.
@@ -47,7 +48,9 @@ class Split:
 
 
 def _within(path: str, outer: str) -> bool:
-    return outer == "" or path == outer or path.startswith(outer + "/")
+    """path is outer or inside it; the root holds nothing here (root work fused with a block's
+    does not make the block the root's)."""
+    return path == outer or (outer != "" and path.startswith(outer + "/"))
 
 
 def _shared(a: str, b: str) -> int:
@@ -106,10 +109,16 @@ def split_fused(ops: pd.DataFrame) -> Split:
     estimated = 0.0
     split = 0
     moved: dict[int, str] = {}
-    absorbed: dict[str, str] = {}
+    candidates: dict[str, str] = {}
+    moved_us: dict[str, float] = {}
     for r in rows.itertuples(index=False):
         t = float(charged.get(r.op_id, 0.0))
-        members = merge_nested(fold_epilogues(json.loads(r.members), absorbed), absorbed)
+        original, went = json.loads(r.members), {}
+        members = merge_nested(fold_epilogues(original, went), went)
+        for module, _, share in original:
+            if module in went:
+                candidates.setdefault(module, went[module])
+                moved_us[module] = moved_us.get(module, 0.0) + t * share
         if len(members) == 1 and members[0][0] != r.module:
             moved[r.op_id] = members[0][0]  # all its members nest in one module: that module's, whole
         if t <= 0 or len(members) < 2:
@@ -129,6 +138,11 @@ def split_fused(ops: pd.DataFrame) -> Split:
             next_id += 1
         if times.basis == DEVICE:
             zero_device.append(r.op_id)
+    # a module is absorbed when most of its time on this side went into another module's share
+    # (a batch norm folded onto a convolution), not when a sliver did (a dense layer's bias add)
+    own = charged.reindex(ops["op_id"].to_numpy()).to_numpy()
+    own_us = pd.Series(np.where(ops["members"].to_numpy() == "", own, 0.0)).groupby(ops["module"].to_numpy()).sum()
+    absorbed = {m: into for m, into in candidates.items() if moved_us.get(m, 0.0) >= float(own_us.get(m, 0.0))}
     if not new and not moved:
         return Split(ops, 0.0, 0, absorbed)
     out = ops.copy()
