@@ -28,6 +28,9 @@ MODELS = Path(__file__).parent / "models"
 LIBRARY = MODELS / "library_models.py"
 FAILING = MODELS / "failing_models.py"
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
+# live pairs: five profiled steps, so each op call's median over steps (porter.analysis.step_median)
+# outlasts two preempted steps on a shared machine (with two, the median is the mean)
+LIVE_OPTS = CaptureOptions(steps=5, warmup=1, repeats=2, activations=False)
 MIN_COVERAGE = 0.98  # the bar: share of each side's charged time inside matched groups
 BIG_RATIO = 20.0  # the bar for a group's ratio either way
 # host ranges torch.compile's runtime opens around a compiled graph (no eager counterpart)
@@ -155,7 +158,7 @@ def source_bundles(tmp_path_factory):
     def get(model: str):
         if model not in cache:
             dest = tmp_path_factory.mktemp("src") / model
-            capture(f"{LIBRARY}:{model}", "cpu", dest, OPTS)
+            capture(f"{LIBRARY}:{model}", "cpu", dest, LIVE_OPTS)
             cache[model] = load_bundle(dest)
         return cache[model]
 
@@ -167,7 +170,7 @@ def source_bundles(tmp_path_factory):
 @pytest.mark.parametrize("model", ["bert_small", "gpt2_small", "small_resnet"])
 def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
     src = source_bundles(model)
-    capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt", OPTS)
+    capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt", LIVE_OPTS)
     tgt = load_bundle(tmp_path / "tgt")
     assert live_pair(src, tgt)
     d = analyse(src, tgt)

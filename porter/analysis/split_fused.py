@@ -17,8 +17,8 @@ made 50x "gaps". It is folded into the nearest larger member (most scopes in com
 largest). Then members in a module and in its descendants are not split apart: they go
 to that module whole (a block's own add holding a third of a fused kernel with its child's
 dense layer). ``Split.absorbed`` records each module -> the module its share went to, so
-that the rest of that module's work on both sides joins the same group, where most of its
-time on that side went there
+that the rest of that module's work on both sides joins the same group, unless that side
+still runs matmul or convolution work of the module's own that outweighs what went
 (porter.analysis.align_identity: ``identity+fused``); what was merged is measured whole on
 both sides. Only members in modules that do not nest (the convolutions of two blocks) are
 split by estimate.
@@ -37,6 +37,7 @@ from porter.opclass import classify_op
 
 
 EPILOGUE_SHARE = 0.05  # below this share of a fusion's estimated cost a member is an epilogue
+HEAVY = ("matmul", "conv")  # op classes whose own work keeps a module from being absorbed
 
 
 @dataclass(frozen=True)
@@ -138,11 +139,15 @@ def split_fused(ops: pd.DataFrame) -> Split:
             next_id += 1
         if times.basis == DEVICE:
             zero_device.append(r.op_id)
-    # a module is absorbed when most of its time on this side went into another module's share
-    # (a batch norm folded onto a convolution), not when a sliver did (a dense layer's bias add)
-    own = charged.reindex(ops["op_id"].to_numpy()).to_numpy()
-    own_us = pd.Series(np.where(ops["members"].to_numpy() == "", own, 0.0)).groupby(ops["module"].to_numpy()).sum()
-    absorbed = {m: into for m, into in candidates.items() if moved_us.get(m, 0.0) >= float(own_us.get(m, 0.0))}
+    # a module is absorbed when its own work on this side is only light ops or less than what went
+    # into another module's share (a batch norm folded onto a convolution, its scale computed
+    # apart), not when a sliver of it did (a dense layer's bias add: its GEMM stays its own)
+    own = np.where(ops["members"].to_numpy() == "", charged.reindex(ops["op_id"].to_numpy()).fillna(0.0).to_numpy(), 0.0)
+    modules = ops["module"].to_numpy()
+    own_us = pd.Series(own).groupby(modules).sum()
+    heavy = set(modules[(own > 0) & ops["op_class"].isin(HEAVY).to_numpy()].tolist())
+    absorbed = {m: into for m, into in candidates.items()
+                if m not in heavy or moved_us.get(m, 0.0) >= float(own_us.get(m, 0.0))}
     if not new and not moved:
         return Split(ops, 0.0, 0, absorbed)
     out = ops.copy()
