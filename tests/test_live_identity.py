@@ -206,19 +206,34 @@ def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
         # beyond 20x either way only a chain of small eager ops against the kernel that fused
         # them (eager pays each call's dispatch and allocation: 4 batch-norm/add/relu calls of
         # 156 us against one 3 us kernel), never matmul or convolution work on either side:
-        # that is where one-step outliers and estimated shares made 50-750x "gaps"
-        big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
-        by_id = d.alignment.groups.set_index("group_id")
-        for gid in big["group_id"]:
-            for col, ops, times in (("source_ids", d.alignment.source_ops, d.alignment.source_times),
-                                    ("target_ids", d.alignment.target_ops, d.alignment.target_times)):
-                ids = by_id.loc[gid, col]
-                t = times.values.reindex(ids).to_numpy()
-                heavy = ops.set_index("op_id").loc[ids, "op_class"].isin(["matmul", "conv"]).to_numpy()
-                assert t[heavy].sum() <= 0.05 * t.sum(), (model, target, by_id.loc[gid, "module"], col)
+        # that is where one-step outliers and estimated shares made 50-750x "gaps". A capture
+        # during which the shared machine stalled for most steps (an 8 ms addmm of 250 us)
+        # is taken again once, both sides; a second violation fails.
+        bad = _heavy_beyond(d)
+        if bad:
+            capture(f"{LIBRARY}:{model}", "cpu", tmp_path / "src2", LIVE_OPTS)
+            capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt2", LIVE_OPTS)
+            bad = _heavy_beyond(analyse(load_bundle(tmp_path / "src2"), load_bundle(tmp_path / "tgt2")))
+        assert not bad, (model, target, bad)
     # the module paths of groups are the model's own (both sides tag the same paths)
     paths = {n.replace(".", "/") for n, _ in __import__("torch").nn.Module.named_modules(_model(model))} | {""}
     assert set(groups["module"]) <= paths
+
+
+def _heavy_beyond(d) -> list[str]:
+    """Modules of groups beyond BIG_RATIO either way whose matmul/conv work is over 5% of a side."""
+    big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
+    by_id = d.alignment.groups.set_index("group_id")
+    out = []
+    for gid in big["group_id"]:
+        for col, ops, times in (("source_ids", d.alignment.source_ops, d.alignment.source_times),
+                                ("target_ids", d.alignment.target_ops, d.alignment.target_times)):
+            ids = by_id.loc[gid, col]
+            t = times.values.reindex(ids).to_numpy()
+            heavy = ops.set_index("op_id").loc[ids, "op_class"].isin(["matmul", "conv"]).to_numpy()
+            if t[heavy].sum() > 0.05 * t.sum():
+                out.append(f"{by_id.loc[gid, 'module']} ({col})")
+    return out
 
 
 def _model(name: str):

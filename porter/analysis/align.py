@@ -417,7 +417,8 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
                      target_wrapper_us=float(tgt.loc[tgt["wrapper"], "time"].sum()))
         for side, times in (("source", st), ("target", tt)):
             stats[f"{side}_split_by_estimate_us"] = split[side].estimated_us
-            stats[f"{side}_split_by_estimate_share"] = split[side].estimated_us / times.total if times.total > 0 else 0.0
+            raw = medians[side].raw_total  # the split placed raw times, before the step medians
+            stats[f"{side}_split_by_estimate_share"] = min(split[side].estimated_us / raw, 1.0) if raw > 0 else 0.0
             stats[f"{side}_fused_ops_split"] = split[side].split_ops
             stats[f"{side}_raw_total_us"] = medians[side].raw_total  # before each call took its step median
             stats[f"{side}_step_median_calls"] = medians[side].calls
