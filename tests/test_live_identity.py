@@ -309,6 +309,13 @@ def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
     sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
     assert "left out of that figure and attributed to no fix: 31.0% of the target's time" in sure
     assert "source's time." not in sure
+    from porter.summary import summary_lines
+
+    text = " ".join(summary_lines(d, width=200))
+    assert "left out of coverage: host work outside every module with no counterpart" in text
+    assert "31.0% of the target's time" in text and "of the source's time" not in text
+    d["alignment"]["stats"]["target_unmatched_outside_modules_share"] = 0.0
+    assert "left out of coverage" not in " ".join(summary_lines(d, width=200))
 
 
 @pytest.mark.slow
