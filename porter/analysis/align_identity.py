@@ -99,7 +99,8 @@ def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str
     # a module whose work a side folded into another module's fusion (an epilogue) joins that
     # module's group with both sides' work, before anything is handed up: what is left of it
     # on its own (a batch norm's scale computation) is no longer the same work as the eager op
-    for path, (s_rows, t_rows, _) in list(pending.items()):
+    for path in list(pending):
+        s_rows, t_rows, _ = pending[path]  # as now: rows moved here earlier move on with it
         into = _destination(path, target_absorbed) or _destination(path, source_absorbed)
         if into is None or into not in pending or not (s_rows or t_rows):
             continue
