@@ -124,6 +124,12 @@ def header_lines(d: dict, width: int) -> list[str]:
     cov = (d.get("alignment") or {}).get("coverage") or {}
     lines += wrap(f"coverage: {cov.get('source', 0) * 100:.2f}% of source, {cov.get('target', 0) * 100:.2f}% of "
                   f"target time in {len(d.get('groups') or [])} matched groups", width)
+    stats = (d.get("alignment") or {}).get("stats") or {}
+    outside = [f"{stats[k] * 100:.1f}% of the {side}'s time" for side in ("source", "target")
+               if stats.get(k := f"{side}_unmatched_outside_modules_share")]
+    if outside:
+        lines += wrap(f"left out of coverage: host work outside every module with no counterpart (guard checks, "
+                      f"graph wrapper): {' and '.join(outside)}", width)
     return lines
 
 

@@ -196,6 +196,7 @@ class ReportModel:
     portability_summary: str = ""
     source_coverage: float | None = None  # share of source time matched to target ops
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
+    outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (left out of coverage)
 
     @property
     def excess_us(self) -> float:

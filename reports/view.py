@@ -127,10 +127,22 @@ def summary_points(m: ReportModel) -> list[Point]:
                 f"{fmt_pct(m.coverage, 0)} of the target's time was matched to the same work on the source"
                 + (f" ({fmt_pct(m.source_coverage, 0)} of the source's)" if m.source_coverage is not None else "")
                 + "; the rest is listed under portability notes and is not attributed to any fix."
+                + outside_text(m)
                 + split_text(m),
             )
         )
     return points
+
+
+def outside_text(m: ReportModel) -> str:
+    """Host work outside every module with no counterpart (a compiled stack's guard checks and
+    graph wrapper), which the coverage figure leaves out: said, with its share."""
+    parts = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.outside_share.items() if v > 0]
+    if not parts:
+        return ""
+    return (f" Host work outside every module with no counterpart on the other side (a compiled stack's guard "
+            f"checks and graph wrapper) is left out of that figure and attributed to no fix: {' and '.join(parts)} "
+            "time.")
 
 
 def split_text(m: ReportModel) -> str:

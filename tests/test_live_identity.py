@@ -28,7 +28,11 @@ MODELS = Path(__file__).parent / "models"
 LIBRARY = MODELS / "library_models.py"
 FAILING = MODELS / "failing_models.py"
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
+# live pairs: five profiled steps, so each op call's median over steps (porter.analysis.step_median)
+# outlasts two preempted steps on a shared machine (with two, the median is the mean)
+LIVE_OPTS = CaptureOptions(steps=5, warmup=1, repeats=2, activations=False)
 MIN_COVERAGE = 0.98  # the issue's bar: share of each side's charged time inside matched groups
+BIG_RATIO = 20.0  # the issue's bar for a group's ratio either way
 # host ranges torch.compile's runtime opens around a compiled graph (no eager counterpart)
 # "Torch-Compiled Region: F/C" numbers the frame and compile in this process (so it depends on test order)
 COMPILED_REGION_HOST_OPS = {"TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph None ##",
@@ -80,6 +84,21 @@ def test_identity_pairs_by_module_and_wrappers_never_name_a_group():
     # work handed up passes through enclosing modules that have no time of their own
     al = align(_ops([(1, -1, "enc/layer/0/attn", "aten::bmm", 5.0)]), _ops([(1, -1, "enc", "fusion", 4.0)]), identity=True)
     assert list(al.groups["module"]) == ["enc"] and al.coverage() == {"source": 1.0, "target": 1.0}
+    # host work outside every module with no counterpart (a compiled region's guard check) is left
+    # out of coverage and reported apart with its share
+    al = align(_ops([(1, -1, "enc", "aten::bmm", 6.0)]),
+               _ops([(1, -1, "", "TorchDynamo Cache Lookup", 2.0), (2, -1, "enc", "fusion", 6.0)]), identity=True)
+    assert al.coverage() == {"source": 1.0, "target": 1.0}
+    assert al.stats["target_unmatched_outside_modules_us"] == pytest.approx(2.0)
+    assert al.stats["target_unmatched_outside_modules_share"] == pytest.approx(0.25)
+    assert al.stats["source_unmatched_outside_modules_share"] == 0.0
+    # ... and never pairs with eager work at the root, which pairs with the target's own root work
+    al = align(_ops([(1, -1, "", "aten::view", 5.0), (2, -1, "enc", "aten::bmm", 6.0)]),
+               _ops([(1, -1, "", "TorchDynamo Cache Lookup", 600.0), (2, -1, "", "## Call CompiledFxGraph None ##", 190.0),
+                     (3, -1, "", "aten::empty_strided", 4.0), (4, -1, "enc", "fusion", 6.0)]), identity=True)
+    assert group_sums(al)[""] == (pytest.approx(5.0), pytest.approx(4.0))
+    assert al.stats["target_unmatched_outside_modules_us"] == pytest.approx(790.0)
+    assert al.coverage() == {"source": 1.0, "target": 1.0}
 
 
 def test_a_fusion_spanning_modules_is_split_by_estimated_cost_and_stays_one_row():
@@ -120,6 +139,18 @@ def _wrapper_ids(ops: pd.DataFrame) -> set[int]:
     return {int(i) for i in ops["op_id"] if t.get(i, 0.0) > 0 and t.get(i, 0.0) < child.get(i, 0.0)}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread while these captures run: on a shared 2-core machine inductor's
+    OpenMP kernels otherwise wait milliseconds for descheduled threads (a 16 ms layer norm)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def source_bundles(tmp_path_factory):
     cache: dict[str, object] = {}
@@ -127,7 +158,7 @@ def source_bundles(tmp_path_factory):
     def get(model: str):
         if model not in cache:
             dest = tmp_path_factory.mktemp("src") / model
-            capture(f"{LIBRARY}:{model}", "cpu", dest, OPTS)
+            capture(f"{LIBRARY}:{model}", "cpu", dest, LIVE_OPTS)
             cache[model] = load_bundle(dest)
         return cache[model]
 
@@ -139,12 +170,12 @@ def source_bundles(tmp_path_factory):
 @pytest.mark.parametrize("model", ["bert_small", "gpt2_small", "small_resnet"])
 def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
     src = source_bundles(model)
-    capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt", OPTS)
+    capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt", LIVE_OPTS)
     tgt = load_bundle(tmp_path / "tgt")
     assert live_pair(src, tgt)
     d = analyse(src, tgt)
     groups = d.alignment.groups
-    assert set(groups["evidence"]) <= {"identity", "identity+enclosing"}
+    assert set(groups["evidence"]) <= {"identity", "identity+enclosing", "identity+fused"}
     # every group is one module's work on both sides, named after real work, never a wrapper op
     for side, ops, col in (("source", d.alignment.source_ops, "source_ids"), ("target", d.alignment.target_ops, "target_ids")):
         wrappers = _wrapper_ids(ops)
@@ -167,12 +198,42 @@ def test_live_pair_aligns_by_identity(model, target, source_bundles, tmp_path):
         assert set(tops.loc[sorted(left), "module"]) <= {""}
         left_names = {n.split(":")[0] if n.startswith("Torch-Compiled Region:") else n for n in tops.loc[sorted(left), "name"]}
         assert left_names <= COMPILED_REGION_HOST_OPS, left_names
-        assert cov["target"] + stats["target_unmatched_outside_modules_us"] / tt.total == pytest.approx(1.0)
-    else:
-        assert cov["target"] >= MIN_COVERAGE, cov
+        outside = tt.values.reindex(sorted(left)).sum()
+        assert stats["target_unmatched_outside_modules_us"] == pytest.approx(outside)
+        assert stats["target_unmatched_outside_modules_share"] == pytest.approx(outside / tt.total)
+    assert cov["target"] >= MIN_COVERAGE, cov
+    if target != "cpu:ort":
+        # beyond 20x either way only a chain of small eager ops against the kernel that fused
+        # them (eager pays each call's dispatch and allocation: 4 batch-norm/add/relu calls of
+        # 156 us against one 3 us kernel), never matmul or convolution work on either side:
+        # that is where one-step outliers and estimated shares made 50-750x "gaps". A capture
+        # during which the shared machine stalled for most steps (an 8 ms addmm of 250 us)
+        # is taken again once, both sides; a second violation fails.
+        bad = _heavy_beyond(d)
+        if bad:
+            capture(f"{LIBRARY}:{model}", "cpu", tmp_path / "src2", LIVE_OPTS)
+            capture(f"{LIBRARY}:{model}", target, tmp_path / "tgt2", LIVE_OPTS)
+            bad = _heavy_beyond(analyse(load_bundle(tmp_path / "src2"), load_bundle(tmp_path / "tgt2")))
+        assert not bad, (model, target, bad)
     # the module paths of groups are the model's own (both sides tag the same paths)
     paths = {n.replace(".", "/") for n, _ in __import__("torch").nn.Module.named_modules(_model(model))} | {""}
     assert set(groups["module"]) <= paths
+
+
+def _heavy_beyond(d) -> list[str]:
+    """Modules of groups beyond BIG_RATIO either way whose matmul/conv work is over 5% of a side."""
+    big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
+    by_id = d.alignment.groups.set_index("group_id")
+    out = []
+    for gid in big["group_id"]:
+        for col, ops, times in (("source_ids", d.alignment.source_ops, d.alignment.source_times),
+                                ("target_ids", d.alignment.target_ops, d.alignment.target_times)):
+            ids = by_id.loc[gid, col]
+            t = times.values.reindex(ids).to_numpy()
+            heavy = ops.set_index("op_id").loc[ids, "op_class"].isin(["matmul", "conv"]).to_numpy()
+            if t[heavy].sum() > 0.05 * t.sum():
+                out.append(f"{by_id.loc[gid, 'module']} ({col})")
+    return out
 
 
 def _model(name: str):
@@ -244,6 +305,17 @@ def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
     d["alignment"]["stats"].pop("target_split_by_estimate_share")
     sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
     assert "estimate" not in sure  # recorded traces: nothing split
+    d["alignment"]["stats"]["target_unmatched_outside_modules_share"] = 0.31
+    sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
+    assert "left out of that figure and attributed to no fix: 31.0% of the target's time" in sure
+    assert "source's time." not in sure
+    from porter.summary import summary_lines
+
+    text = " ".join(summary_lines(d, width=200))
+    assert "left out of coverage: host work outside every module with no counterpart" in text
+    assert "31.0% of the target's time" in text and "of the source's time" not in text
+    d["alignment"]["stats"]["target_unmatched_outside_modules_share"] = 0.0
+    assert "left out of coverage" not in " ".join(summary_lines(d, width=200))
 
 
 @pytest.mark.slow
@@ -294,3 +366,79 @@ def test_an_ort_fused_node_lists_the_original_nodes_it_replaced_by_module():
     conv_cost, elem_cost = 2 * 256 * 36, 256  # 2 * output * (weight / output channels); one per element
     assert members[0][2] == pytest.approx(conv_cost / (conv_cost + 2 * elem_cost), rel=1e-5)
     assert "members" not in out["node_mean"]  # a node that replaced nothing is left as it was
+
+
+def test_each_op_call_is_charged_its_median_over_steps():
+    from porter.analysis.optime import op_times
+    from porter.analysis.step_median import call_index, step_median
+
+    rows, op_id = [], 0
+    # three steps of: norm (20 us; 1300 us in step 1, preempted), two calls of add in blk (3 us, then 5 us)
+    for step, norm in ((0, 20.0), (1, 1300.0), (2, 21.0)):
+        for module, name, t in (("blk/norm", "aten::native_layer_norm", norm), ("blk", "aten::add", 3.0), ("blk", "aten::add", 5.0)):
+            rows.append((op_id, step, module, name, t))
+            op_id += 1
+    rows.append((op_id, 1, "blk", "aten::copy_", 7.0))  # only in one step: keeps its own time
+    ops = _ops([(i, -1, m, n, t) for i, _, m, n, t in rows])
+    ops["step"] = [r[1] for r in rows]
+    ops["start_us"] = [float(i) for i in range(len(rows))]
+    assert call_index(ops).loc[[1, 2, 4, 5]].tolist() == [0, 1, 0, 1]  # per step, per (module, op), in time order
+    med = step_median(ops, op_times(ops))
+    t = med.times.values
+    assert t.loc[[0, 3, 6]].tolist() == [21.0, 21.0, 21.0]  # the preempted step no longer counts
+    assert t.loc[[1, 4, 7]].tolist() == [3.0, 3.0, 3.0] and t.loc[[2, 5, 8]].tolist() == [5.0, 5.0, 5.0]
+    assert t.loc[9] == 7.0
+    assert med.raw_total == pytest.approx(20 + 1300 + 21 + 3 * 8 + 7) and med.times.total == pytest.approx(3 * 29 + 7)
+    assert med.calls == 3 and med.steps == 3 and med.robust
+    # in the live alignment the module's group then shows the median, not the outlier step
+    al = align(ops, ops.assign(name=ops["name"], framework_op=ops["framework_op"]), identity=True)
+    g = group_sums(al)
+    assert g["blk/norm"] == (pytest.approx(63.0), pytest.approx(63.0))
+    assert al.stats["source_raw_total_us"] == pytest.approx(med.raw_total)
+
+
+def group_sums(al) -> dict[str, tuple[float, float]]:
+    return {r.module: (float(al.source_times.values.reindex(r.source_ids).sum()),
+                       float(al.target_times.values.reindex(r.target_ids).sum())) for r in al.groups.itertuples()}
+
+
+def test_members_nested_in_one_module_go_to_it_whole():
+    import json
+
+    from porter.analysis.split_fused import merge_nested, split_fused
+
+    # a block's own residual add fused into its child LayerNorm's kernel: the block's, whole
+    assert merge_nested([["blk/ln", "aten::native_layer_norm", 0.8], ["blk", "aten::add", 0.2]]) == \
+        [["blk", "aten::native_layer_norm", 1.0]]
+    # siblings still split; a member nested in another member's module joins it
+    assert merge_nested([["b/conv", "c", 0.7], ["b", "add", 0.1], ["b/relu", "r", 0.1], ["c", "x", 0.1]]) == \
+        [["b", "c", pytest.approx(0.9)], ["c", "x", 0.1]]
+    src = _ops([(1, -1, "blk", "aten::add", 300.0), (2, -1, "blk/ln", "aten::native_layer_norm", 60.0)])
+    tgt = _ops([(1, -1, "blk/ln", "fusion.3", 70.0)])
+    tgt["members"] = json.dumps([["blk/ln", "reduce", 0.8], ["blk", "add", 0.2]])
+    split = split_fused(tgt)
+    assert split.estimated_us == 0.0 and list(split.ops["module"]) == ["blk"]  # moved, not estimated
+    al = align(src, tgt, identity=True)
+    assert group_sums(al) == {"blk": (pytest.approx(360.0), pytest.approx(70.0))}  # measured on both sides
+    assert al.groups["evidence"].tolist() == ["identity+fused"] and split.absorbed == {"blk/ln": "blk"}
+
+
+def test_an_epilogue_fused_onto_a_conv_joins_the_convs_group():
+    import json
+
+    from porter.analysis.split_fused import EPILOGUE_SHARE, split_fused
+
+    # eager: conv 300 us, bn 33 us, relu 20 us; the target fused all three into one kernel tagged conv
+    src = _ops([(1, -1, "blk/conv", "aten::convolution", 300.0), (2, -1, "blk/bn", "aten::batch_norm", 33.0),
+                (3, -1, "blk/relu", "aten::relu", 20.0), (4, -1, "blk/conv2", "aten::convolution", 290.0)])
+    tgt = _ops([(1, -1, "blk/conv", "fusion.1", 100.0), (2, -1, "blk/conv2", "fusion.2", 95.0)])
+    tgt["members"] = [json.dumps([["blk/conv", "conv_general_dilated", 0.996], ["blk/bn", "multiply", 0.002],
+                                  ["blk/relu", "maximum", 0.002]]), ""]
+    split = split_fused(tgt)
+    assert 0.002 < EPILOGUE_SHARE and split.absorbed == {"blk/bn": "blk/conv", "blk/relu": "blk/conv"}
+    assert split.estimated_us == 0.0 and split.split_ops == 0  # nothing left to split: measured whole
+    al = align(src, tgt, identity=True)
+    g = al.groups.set_index("module")
+    assert g.loc["blk/conv", "evidence"] == "identity+fused"
+    assert group_sums(al)["blk/conv"] == (pytest.approx(353.0), pytest.approx(100.0))
+    assert g.loc["blk/conv2", "evidence"] == "identity" and al.coverage() == {"source": 1.0, "target": 1.0}

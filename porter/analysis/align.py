@@ -37,8 +37,8 @@ from porter.analysis.compiled import TOKEN, region_names, region_roots, tokens
 from porter.analysis.infer_scope import infer_synthetic_scopes
 from porter.analysis.optime import OpTimes, op_times
 
-EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "compiled", "scope", "scope+fused", "scope~", "scope~+fused",
-                             "sequence", "sequence-gap", "name")
+EVIDENCE: tuple[str, ...] = ("identity", "identity+enclosing", "identity+fused", "compiled", "scope", "scope+fused",
+                             "scope~", "scope~+fused", "sequence", "sequence-gap", "name")
 UNMATCHED = -1
 MAX_GAP_RUN = 16  # longest run (per side) a sequence-gap group may span
 MAX_ATTACH_RUN = 4  # longest one-sided run attached to a neighbour outside a scope
@@ -58,12 +58,15 @@ class Alignment:
     stats: dict = field(default_factory=dict)
 
     def coverage(self) -> dict[str, float]:
-        """Share of each side's charged time that lies in matched groups."""
+        """Share of each side's charged time that lies in matched groups. Live pairs leave out
+        the host work outside every module that has no counterpart (a compiled stack's guard
+        checks and graph wrapper: ``*_unmatched_outside_modules_us``, reported apart)."""
         out = {}
         for side, member, times in (("source", self.source_group, self.source_times),
                                     ("target", self.target_group, self.target_times)):
             matched = times.values.reindex(member.index[member.to_numpy() != UNMATCHED]).sum()
-            out[side] = float(matched / times.total) if times.total > 0 else 1.0
+            total = times.total - self.stats.get(f"{side}_unmatched_outside_modules_us", 0.0)
+            out[side] = float(matched / total) if total > 0 else 1.0
         return out
 
 
@@ -436,13 +439,19 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     """
     split = {}
     if identity:  # fused ops first share their time among their members' modules
-        from porter.analysis.align_identity import pass_identity
+        from porter.analysis.align_identity import identity_strategy
         from porter.analysis.split_fused import split_fused
 
-        strategies = (pass_identity,)
         split = {"source": split_fused(source_ops), "target": split_fused(target_ops)}
+        strategies = (identity_strategy(split["source"].absorbed, split["target"].absorbed),)
         source_ops, target_ops = split["source"].ops, split["target"].ops
     st, tt = op_times(source_ops), op_times(target_ops)
+    medians = {}
+    if identity:  # one program every step: each op call charged its median over the steps
+        from porter.analysis.step_median import step_median
+
+        medians = {"source": step_median(source_ops, st), "target": step_median(target_ops, tt)}
+        st, tt = medians["source"].times, medians["target"].times
     s_don = t_don = None
     if source_kernels is not None:
         source_ops, s_don = infer_synthetic_scopes(source_ops, source_kernels)
@@ -478,13 +487,18 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
                      target_wrapper_us=float(tgt.loc[tgt["wrapper"], "time"].sum()))
         for side, times in (("source", st), ("target", tt)):
             stats[f"{side}_split_by_estimate_us"] = split[side].estimated_us
-            stats[f"{side}_split_by_estimate_share"] = split[side].estimated_us / times.total if times.total > 0 else 0.0
+            raw = medians[side].raw_total  # the split placed raw times, before the step medians
+            stats[f"{side}_split_by_estimate_share"] = min(split[side].estimated_us / raw, 1.0) if raw > 0 else 0.0
             stats[f"{side}_fused_ops_split"] = split[side].split_ops
+            stats[f"{side}_raw_total_us"] = medians[side].raw_total  # before each call took its step median
+            stats[f"{side}_step_median_calls"] = medians[side].calls
         for side, frame, gid in (("source", src, g.src_gid), ("target", tgt, g.tgt_gid)):
             # host work outside every module with nothing like it on the other side
             # (a compiled stack's guard checks and graph wrappers): unmatched, said how much
             alone = (gid == UNMATCHED) & (frame["module"].to_numpy() == "")
-            stats[f"{side}_unmatched_outside_modules_us"] = float(frame["time"].to_numpy()[alone].sum())
+            stats[f"{side}_unmatched_outside_modules_us"] = outside = float(frame["time"].to_numpy()[alone].sum())
+            total = st.total if side == "source" else tt.total
+            stats[f"{side}_unmatched_outside_modules_share"] = outside / total if total > 0 else 0.0
     return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
 
 

@@ -14,7 +14,9 @@ A module with time on one side only (its work was fused into a kernel tagged wit
 enclosing module, e.g. an inductor kernel whose nodes span ``output/dense`` and
 ``output/LayerNorm`` is tagged ``output``) joins its nearest enclosing module, bottom up,
 until the group has time on both sides (``identity+enclosing``); what reaches the root
-alone stays unmatched.
+alone stays unmatched. A module whose work the other side folded into another module's
+fusion as an epilogue (porter.analysis.split_fused: batch norm and ReLU on a convolution)
+joins that module's group first (``identity+fused``).
 
 Wrapper ops (an op whose own kernels or host work belong to child ops: ``aten::linear``
 around ``aten::addmm``) never name a group; their self time is dispatch on the host and is
@@ -23,6 +25,8 @@ reported per side as ``*_wrapper_us`` (host overhead) in the alignment stats.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -30,6 +34,7 @@ from porter.analysis.align import _Groups
 
 IDENTITY = "identity"
 ENCLOSING = "identity+enclosing"
+FUSED = "identity+fused"
 
 
 def _parent(path: str) -> str:
@@ -40,38 +45,82 @@ def _depth(path: str) -> int:
     return path.count("/") + 1 if path else 0
 
 
+# host ranges torch.compile's runtime opens around a compiled graph (guard checks, the graph's
+# Python wrapper): no eager counterpart, so never paired, even with eager work at the root
+RUNTIME_RANGES = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph",
+                  "Pregraph bytecode", "AOTDispatcher Runtime Wrapper")
+
+
+def is_runtime_range(name: str) -> bool:
+    return name.startswith(RUNTIME_RANGES)
+
+
 def _rows_by_path(frame: pd.DataFrame, rows: np.ndarray) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
+    fw = frame["fw"].to_numpy()
     for r, m in zip(rows.tolist(), frame["module"].to_numpy()[rows].tolist()):
+        if m == "" and is_runtime_range(fw[r]):
+            continue  # left unmatched: host work outside every module (its share is reported apart)
         out.setdefault(m, []).append(r)
     return out
 
 
-def pass_identity(g: _Groups) -> None:
-    """Strategy for porter.analysis.align: one group per module (see the module doc)."""
+def identity_strategy(source_absorbed: dict[str, str] | None = None,
+                      target_absorbed: dict[str, str] | None = None) -> Callable[[_Groups], None]:
+    """The strategy for porter.analysis.align: one group per module (see the module doc), with
+    each side's epilogue map (porter.analysis.split_fused.Split.absorbed)."""
+    def pass_identity(g: _Groups) -> None:
+        _pair(g, source_absorbed or {}, target_absorbed or {})
+
+    return pass_identity
+
+
+def _destination(path: str, absorbed: dict[str, str]) -> str | None:
+    """Where a module's work went, following chains; None when it stayed or the chain cycles."""
+    seen, here = {path}, path
+    while here in absorbed:
+        here = absorbed[here]
+        if here in seen:
+            return None
+        seen.add(here)
+    return here if here != path else None
+
+
+def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str, str]) -> None:
     src = _rows_by_path(g.src, g.free("source"))
     tgt = _rows_by_path(g.tgt, g.free("target"))
-    pending: dict[str, tuple[list[int], list[int], bool]] = {}
+    pending: dict[str, tuple[list[int], list[int], str]] = {}
     for path in set(src) | set(tgt):
-        pending[path] = (list(src.get(path, [])), list(tgt.get(path, [])), False)
+        pending[path] = (list(src.get(path, [])), list(tgt.get(path, [])), IDENTITY)
         up = path
         while up:  # every enclosing module gets a slot, so rows handed up always reach one
             up = _parent(up)
-            pending.setdefault(up, ([], [], False))
+            pending.setdefault(up, ([], [], IDENTITY))
+    # a module whose work a side folded into another module's fusion (an epilogue) joins that
+    # module's group with both sides' work, before anything is handed up: what is left of it
+    # on its own (a batch norm's scale computation) is no longer the same work as the eager op
+    for path in list(pending):
+        s_rows, t_rows, _ = pending[path]  # as now: rows moved here earlier move on with it
+        into = _destination(path, target_absorbed) or _destination(path, source_absorbed)
+        if into is None or into not in pending or not (s_rows or t_rows):
+            continue
+        ps, pt, _ = pending[into]
+        pending[into] = (ps + s_rows, pt + t_rows, FUSED)
+        pending[path] = ([], [], IDENTITY)
     # deepest first: a one-sided module hands its rows to its parent before the parent is looked at
     for path in sorted(pending, key=lambda p: (-_depth(p), p)):
-        s_rows, t_rows, merged = pending.pop(path)
+        s_rows, t_rows, evidence = pending.pop(path)
         if not (s_rows or t_rows):
             continue
         if s_rows and t_rows:
-            g.add(sorted(s_rows), sorted(t_rows), ENCLOSING if merged else IDENTITY)
+            g.add(sorted(s_rows), sorted(t_rows), evidence)
             g.rows[-1].update(module=path, target_module=path)
             continue
         if not path:
             continue  # one-sided at the root: unmatched
         up = _parent(path)
-        ps, pt, _ = pending.get(up, ([], [], False))
-        pending[up] = (ps + s_rows, pt + t_rows, True)
+        ps, pt, ev = pending.get(up, ([], [], IDENTITY))
+        pending[up] = (ps + s_rows, pt + t_rows, ev if ev == FUSED else ENCLOSING)
     _relabel_wrappers(g)
 
 

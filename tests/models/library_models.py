@@ -13,8 +13,8 @@ SEQ = 32
 BATCH = 2
 
 
-def _tokens(vocab: int) -> torch.Tensor:
-    return torch.randint(0, vocab, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+def _tokens(vocab: int, seq: int = SEQ) -> torch.Tensor:
+    return torch.randint(0, vocab, (BATCH, seq), generator=torch.Generator().manual_seed(0))
 
 
 class _FirstOutput(nn.Module):
@@ -82,3 +82,33 @@ class SmallResNet(nn.Module):
 def small_resnet():
     torch.manual_seed(0)
     return SmallResNet().eval(), (torch.randn(2, 3, 32, 32),)
+
+
+# Compute-dominated sizes, for checking a diagnosis against each module timed alone
+# (benchmarks/live_modules.py): at these sizes a module's arithmetic (a 256 x 512 x 2048 GEMM
+# is about 0.5 GFLOP) outweighs the tens of microseconds a compiled call pays alone in
+# guards and dispatch, which a module inside the compiled program does not pay.
+WIDE_SEQ = 128
+
+
+def bert_wide():
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=1000, hidden_size=512, num_hidden_layers=2, num_attention_heads=8,
+                     intermediate_size=2048, max_position_embeddings=WIDE_SEQ, attn_implementation="eager")
+    return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
+
+
+def gpt2_wide():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=1000, n_embd=512, n_layer=2, n_head=8, n_positions=WIDE_SEQ,
+                     attn_implementation="eager", use_cache=False)
+    return _FirstOutput(GPT2LMHeadModel(cfg).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
+
+
+def resnet_wide():
+    torch.manual_seed(0)
+    return SmallResNet().eval(), (torch.randn(8, 3, 64, 64),)
