@@ -148,16 +148,26 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
         raise PorterError(f"--steps and repeats must be >= 1 and --warmup >= 0 (got {opts.steps}, {opts.warmup})")
     spec, stack = resolve(target)
     stack.availability(spec.device).raise_if_missing(spec.text)
+    precision: dict[str, Any] = {}
+    if opts.dtype:
+        from porter.capture.precision import cast_model, check_supported, parse_dtype, torch_name
+
+        dtype = parse_dtype(opts.dtype)
+        check_supported(stack, dtype, spec.text)
     model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
+    if opts.dtype:
+        precision = {"dtype": dtype, "model_dtype": torch_name(model.dtype) or str(model.dtype),
+                     "how": "floating weights, buffers and inputs cast to the dtype (--dtype); integer inputs kept"}
+        model = cast_model(model, dtype)
     device = stack.resolve_device(spec.device)
     with third_party_output() as native:  # Kineto's USDT lines, JAX's warnings: into the bundle's log
-        result = _run(model, spec, stack, device, Path(dest), opts, progress)
+        result = _run(model, spec, stack, device, Path(dest), opts, progress, precision)
     native.save(result.path)
     return result
 
 
 def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opts: CaptureOptions,
-         progress: Progress) -> CaptureResult:
+         progress: Progress, precision: dict[str, Any] | None = None) -> CaptureResult:
     """Steps 2-7 of the module doc, for a resolved, available target."""
     from profilers.detect import read_trace
 
@@ -221,6 +231,7 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
                 "top_modules": top_modules(ops),
             },
             trace_meta=result.meta.extra,
+            **({"precision": precision} if precision else {}),
         )
         write_manifest(tmp, manifest)
     return CaptureResult(dest, manifest, ops, prepared, stack)
