@@ -1,0 +1,148 @@
+"""Precision ports (issue 13, item 4): the target runs another dtype than the source.
+
+Tolerances follow the coarser dtype (porter.analysis.accuracy.TOLERANCES: bf16 3e-2, ~8 unit
+roundoffs, since u = 2^-8 = 3.9e-3), and each module and named op is judged against float64
+and against what its dtype implies: the same computation done exactly on values rounded to
+the dtype (leaf outputs rounded too). Bound: 3 x that error + tolerance/10 (torch._dynamo's
+low-precision multiplier). A well-formulated model in bf16 stays within it; the planted
+one-pass variance of a shifted input (tests/models/planted.py) does not, and its op is named.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, run_porter
+from porter.accuracy_precision import module_verdict, op_verdict
+from porter.capture.precision import cast_model, parse_dtype
+from porter.errors import PorterError
+
+PLANTED = REPO / "tests" / "models" / "planted.py"
+HF = REPO / "tests" / "models" / "hf.py"
+
+
+def test_dtype_names_and_a_one_line_error_for_others():
+    assert [parse_dtype(x) for x in ("bf16", "bfloat16", "torch.float16", "half", "float32", "double")] == \
+        ["bf16", "bf16", "fp16", "fp16", "fp32", "fp64"]
+    with pytest.raises(PorterError, match="--dtype 'int8' is not a dtype porter runs"):
+        parse_dtype("int8")
+
+
+def test_cast_model_leaves_the_source_untouched_and_keeps_the_fingerprint():
+    from porter.capture.models import load_model
+
+    spec = load_model(f"{PLANTED}:clean")
+    cast = cast_model(spec, "bf16")
+    assert cast.dtype == torch.bfloat16 and cast.fingerprint == spec.fingerprint
+    assert all(p.dtype == torch.bfloat16 for p in cast.module.parameters())
+    assert all(p.dtype == torch.float32 for p in spec.module.parameters())
+    assert cast.example_inputs[0].dtype == torch.bfloat16 and spec.example_inputs[0].dtype == torch.float32
+
+
+@pytest.mark.parametrize("args", [
+    ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "xla", "--dtype", "fp64"),
+    ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "cpu:ort", "--dtype", "bf16"),
+    ("capture", f"{PLANTED}:clean", "--on", "cpu:ort", "--dtype", "fp16"),
+    ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "cpu", "--dtype", "int4"),
+])
+def test_a_dtype_the_stack_does_not_run_is_a_one_line_error(args, tmp_path):
+    r = run_porter(*args, "-o", str(tmp_path / "out"), timeout=300)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    text = r.stderr.strip()
+    assert len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert "dtype" in text
+    assert not (tmp_path / "out").exists()  # refused before anything was captured
+
+
+def _norm_pair(fragile: bool):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("planted_for_precision", PLANTED)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Norm(fragile).eval()
+
+
+@pytest.mark.parametrize("fragile", [False, True])
+def test_module_verdict_tells_a_fragile_formulation_from_bf16_rounding(fragile):
+    norm = _norm_pair(fragile)
+    x = torch.randn(4, 16, 128, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        source = norm(x)
+        target = norm(x.to(torch.bfloat16))  # the module run in bf16, as the target does
+    v = module_verdict(norm, (x,), {}, source, target, "bf16")
+    assert v is not None and v.closer == "source"
+    if fragile:  # E[x^2] ~ 9e4 in bf16 keeps steps of 512 against a variance of ~1
+        assert not v.within and v.target_error > 100 * v.bound
+    else:  # two-pass LayerNorm: about the rounding of input and output (~u / sqrt(3) each)
+        assert v.within and v.target_error < 2e-2 and v.implied_error > 1e-3
+
+
+def test_op_verdict_separates_the_dtype_from_a_worse_kernel():
+    a = torch.full((64,), 9.0e4) + torch.rand(64, generator=torch.Generator().manual_seed(0))
+    b = a - torch.rand(64, generator=torch.Generator().manual_seed(1))
+    op = torch.ops.aten.sub.Tensor
+    bf16 = op(a.to(torch.bfloat16), b.to(torch.bfloat16))
+    v = op_verdict(op, (a, b), {}, op(a, b), bf16, "bf16")
+    assert v.within  # the operands rounded to bf16 already lose the difference: what bf16 implies
+    x = torch.randn(256, generator=torch.Generator().manual_seed(2))
+    exp = torch.ops.aten.exp.default
+    coarse = exp(x.to(torch.float8_e4m3fn).to(torch.float32)).to(torch.bfloat16)  # a kernel below bf16
+    v2 = op_verdict(exp, (x,), {}, exp(x), coarse, "bf16")
+    assert not v2.within and v2.closer == "source"
+
+
+def _live(model: str, target: str, dtype: str, out: Path) -> dict:
+    from porter.capture.options import CaptureOptions
+    from porter.diagnose import diagnose_specs
+
+    diagnose_specs("cpu", target, out, model=model, capture_options=CaptureOptions(steps=1, warmup=0, repeats=2),
+                   report=False, target_dtype=dtype)
+    return json.loads((out / "diagnosis.json").read_text())
+
+
+@pytest.mark.slow
+def test_bert_in_bf16_on_xla_loses_only_what_bf16_implies(tmp_path):
+    d = _live(f"{HF}:bert_small", "xla", "bf16", tmp_path)
+    acc = d["accuracy"]
+    assert acc["dtype"] == "bf16" and acc["tolerance"] == 3e-2
+    p = acc["precision"]
+    assert (p["source_dtype"], p["target_dtype"], p["judged"]) == ("fp32", "bf16", True)
+    assert p["beyond_dtype"] == [] and p["more_than_dtype"] == [] and p["no_verdict"] == {}
+    judged = [r for r in acc["modules"] if r["dtype_verdict"] is not None]
+    assert len(judged) == acc["modules_compared"]  # every compared module, and the model output
+    assert all(r["fp64_target_rel_l2"] <= r["dtype_bound"] for r in judged)
+    assert all(r["closer_to_fp64"] == "source" for r in judged if r["fp64_target_rel_l2"] > 0)
+    assert any(f.startswith("no module loses more than bf16 implies") for f in acc["findings"])
+    assert not [r for r in acc["modules"] if r["introduces_error"]]
+
+
+@pytest.mark.slow
+def test_planted_fragile_norm_in_bf16_is_flagged_beyond_the_dtype_and_its_op_named(tmp_path):
+    acc = _live(f"{PLANTED}:early", "xla", "bf16", tmp_path)["accuracy"]
+    module = "blocks/0/pre_norm"
+    assert acc["precision"]["beyond_dtype"] == [module]
+    row = next(r for r in acc["modules"] if r["module"] == module)
+    assert row["dtype_verdict"] == "more" and row["closer_to_fp64"] == "source"
+    assert row["fp64_target_rel_l2"] > 100 * row["dtype_bound"]
+    op = acc["ops"][module]
+    assert op["op"] == "aten.sub.Tensor"  # E[x^2] - E[x]^2
+    assert op["dtype_verdict"] == "implied"  # the subtraction is as exact as bf16 allows: the formulation is at fault
+    assert "formulation" in op["verdict"]
+    assert any(f.startswith(f"{module}: MORE than bf16 implies") and "aten.sub.Tensor" in f for f in acc["findings"])
+
+
+@pytest.mark.slow
+def test_the_fp64_oracle_picks_the_target_when_it_is_the_more_exact_side(tmp_path):
+    """Source fp32, target fp64: the fragile norm loses ~1e-2 in fp32 and nothing in fp64; the
+    port's tolerance is fp32's, and the oracle says the target is closer to the truth."""
+    acc = _live(f"{PLANTED}:early", "cpu", "fp64", tmp_path)["accuracy"]
+    assert acc["dtype"] == "fp32" and acc["precision"]["target_dtype"] == "fp64"
+    row = next(r for r in acc["modules"] if r["module"] == "blocks/0/pre_norm")
+    assert row["introduces_error"] and row["closer_to_fp64"] == "target"
+    assert row["fp64_target_rel_l2"] < 1e-12 < 1e-4 < row["fp64_source_rel_l2"]
+    assert acc["precision"]["beyond_dtype"] == []
