@@ -105,12 +105,14 @@ def _like(x: Any, chained: Any) -> Any:
 
 
 def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, tol: float,
-               cast_to: Any = None) -> dict[str, Any]:
+               cast_to: Any = None, arrived: dict[int, torch.Tensor] | None = None) -> dict[str, Any]:
     """Per-op rows (local and chained error) and the op named for module_path.
 
     cast_to: a precision port's torch dtype: the module's inputs and weights reach the
     target's ops in it (the ops' own outputs keep whatever dtype the target gives them),
     and each op's local run gets the source's inputs in the dtype its chained run sees.
+    arrived: id() of a module argument as the source passed it -> the value the target's module
+    receives instead (an autocast port hands bf16 where the source handed float32).
     Returns {"rows": [...], "first_op": row or None, "skipped": reason or None,
     "first_call": the named op's OpCall, "first_output": the target's local output of it}.
     """
@@ -118,7 +120,7 @@ def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, t
         return {"rows": [], "first_op": None, "skipped": f"{stack.name}: {stack.no_op_runs}"}
     cut = len(calls) > MAX_OPS
     rows: list[dict[str, Any]] = []
-    produced: dict[int, torch.Tensor] = {}  # source tensor id -> the target's chained value
+    produced: dict[int, torch.Tensor] = dict(arrived or {})  # source tensor id -> the target's chained value
     first, first_call, first_output = None, None, None
     for i, c in enumerate(calls[:MAX_OPS]):
         row: dict[str, Any] = {"module": module_path, "index": i, "op": str(c.op), "inputs": describe_inputs(c.args),

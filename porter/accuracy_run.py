@@ -49,7 +49,7 @@ from porter.analysis.accuracy import (
 from porter.analysis.opcost import canonical_dtype
 from porter.bundle import ACTIVATIONS, Bundle, has_activations
 from porter.capture.options import OUTPUT_KEY
-from porter.capture.precision import DTYPES, cast_tree
+from porter.capture.precision import DTYPES, cast_tree, with_autocast
 from porter.targets import get_stack
 from porter.targets.base import first_float_tensor, module_hooks, module_path, tensor_leaves
 from porter.targets.sketch import call_key, torch_sketch
@@ -65,6 +65,11 @@ def model_dtype(b: Bundle) -> str:
     model = b.manifest.get("model")
     raw = model.get("dtype", "") if isinstance(model, dict) else ""
     return canonical_dtype(str(raw)) or "fp32"
+
+
+def run_dtype(b: Bundle) -> str:
+    """The dtype a side computed in: its autocast dtype (--autocast), else its model's dtype."""
+    return str((b.manifest.get("precision") or {}).get("autocast") or "") or model_dtype(b)
 
 
 def module_table(model: Any) -> dict[str, torch.nn.Module]:
@@ -124,10 +129,16 @@ class Port:
 
     dtype: str
     cast_to: torch.dtype | None = None
+    autocast: str = ""  # an autocast port: the dtype torch.autocast lowers to ("" = a cast port)
+    device_type: str = "cpu"  # torch.autocast's device_type for the target's local runs
 
     @property
     def judged(self) -> bool:
-        return self.cast_to is not None
+        return self.cast_to is not None or bool(self.autocast)
+
+    def ops_context(self) -> Any:
+        """Where the op-level replay runs: under the target's autocast, or as is."""
+        return torch.autocast(device_type=self.device_type, dtype=DTYPES[self.autocast]) if self.autocast else contextlib.nullcontext()
 
 
 def _verdict(local: LocalRun, path: str, run: Callable[[], PrecisionVerdict | None]) -> None:
@@ -163,13 +174,16 @@ def _explained(path: str, errs: dict[str, float], tol: float) -> bool:
 
 
 def _ops_for(local: LocalRun, path: str, mod: torch.nn.Module, args: Any, kwargs: Any, stack: Any, device: str,
-             tol: float, port: Port | None = None) -> None:
+             tol: float, port: Port | None = None, arrived: tuple[Any, Any] | None = None) -> None:
     if len(local.ops) >= TOP:
         local.ops[path] = {"first_op": None, "skipped": f"op-level replay is done for the first {TOP} modules only"}
         return
     with hooks_suspended(mod):
         calls = record_ops(mod, args, kwargs)
-    found = replay_ops(path, calls, stack, device, tol, cast_to=port.cast_to if port else None)
+    with port.ops_context() if port else contextlib.nullcontext():
+        seed = ({id(a): b for a, b in zip(tensor_leaves((args, kwargs)), tensor_leaves(arrived)) if a is not b}
+                if arrived is not None else None)
+        found = replay_ops(path, calls, stack, device, tol, cast_to=port.cast_to if port else None, arrived=seed)
     first, call = found["first_op"], found.get("first_call")
     if port is not None and port.judged and first is not None and call is not None and found.get("first_output") is not None:
         try:
@@ -180,6 +194,33 @@ def _ops_for(local: LocalRun, path: str, mod: torch.nn.Module, args: Any, kwargs
             first["dtype_words"] = f"no dtype verdict: float64 run failed: {_one_line(exc)}"
     local.op_rows += found["rows"]
     local.ops[path] = {"first_op": first, "skipped": found["skipped"], "ops": len(found["rows"])}
+
+
+def input_dtypes(root: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, list[torch.dtype]]:
+    """Per module path, the dtypes of the tensor leaves of its first call in one forward of root
+    (an autocast forward hands a module bf16 where the float32 source handed float32)."""
+    seen: dict[str, list[torch.dtype]] = {}
+
+    def keep(path: str, args: Any, kwargs: Any, output: Any) -> None:
+        seen.setdefault(path, [t.dtype for t in tensor_leaves((args, kwargs))])
+
+    with torch.no_grad(), module_hooks(root, on_call=keep):
+        root(*inputs)
+    return seen
+
+
+def as_dtypes(call: tuple[Any, Any], dtypes: list[torch.dtype]) -> tuple[Any, Any]:
+    """(args, kwargs) with each floating tensor leaf cast to the dtype given for it (in leaf order)."""
+    flat, spec = torch.utils._pytree.tree_flatten(call)
+    it = iter(dtypes)
+    out = []
+    for x in flat:
+        if isinstance(x, torch.Tensor):
+            dt = next(it, x.dtype)
+            out.append(x.to(dt) if x.is_floating_point() and dt.is_floating_point else x)
+        else:
+            out.append(x)
+    return torch.utils._pytree.tree_unflatten(out, spec)
 
 
 def _op_words(v: PrecisionVerdict) -> str:
@@ -206,11 +247,19 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
     root = model.module.to("cpu").eval()
     mods = module_table(model)
     cast_to = port.cast_to if port is not None else None
-    # a precision port: the target's copy of the model in its dtype (made before any hook is installed)
-    run_mods = ({module_path(n): m for n, m in copy.deepcopy(root).to(cast_to).named_modules() if n}
-                if cast_to is not None else mods)
+    # a precision port: the target's copy of the model in its dtype, or with every forward under
+    # its autocast (made before any hook is installed)
+    run_mods = mods
+    arrives: dict[str, list[torch.dtype]] = {}  # an autocast port: the dtypes each module's arguments arrive in
     if cast_to is not None:
+        run_mods = {module_path(n): m for n, m in copy.deepcopy(root).to(cast_to).named_modules() if n}
         local.how += f", cast to {port.dtype} (weights and floating arguments) for the target"
+    elif port is not None and port.autocast:
+        auto = with_autocast(copy.deepcopy(root), port.autocast, port.device_type, every=True)
+        run_mods = {module_path(n): m for n, m in auto.named_modules() if n}
+        arrives = input_dtypes(auto, model.example_inputs)
+        local.how += (f", each under torch.autocast({port.device_type!r}, {port.autocast}) on the target, its floating "
+                      "arguments in the dtypes an autocast forward hands it")
     errs: dict[str, float] = {}
     progress(f"accuracy: {len(mods)} modules one by one on {tgt_text} (shadow mode, compared as they finish)")
     log = getattr(stack, "compile_log", None)
@@ -225,6 +274,8 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
             return
         mod = mods[path]
         run_args, run_kwargs = (cast_tree(args, cast_to), cast_tree(kwargs, cast_to)) if cast_to is not None else (args, kwargs)
+        if path in arrives:
+            run_args, run_kwargs = as_dtypes((args, kwargs), arrives[path])
         try:
             with hooks_suspended(run_mods[path]):
                 got = stack.run_call(run_mods[path], run_args, run_kwargs, device)
@@ -239,7 +290,8 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
                 _verdict(local, path, lambda: module_verdict(mod, args, kwargs, output, got, port.dtype))
         if m.rel_l2 > tol and not _explained(path, errs, tol):
             progress(f"accuracy: {path} is over tolerance; replaying its ops on {stack.name}")
-            _ops_for(local, path, mod, args, kwargs, stack, device, tol, port)
+            _ops_for(local, path, mod, args, kwargs, stack, device, tol, port,
+                     (run_args, run_kwargs) if path in arrives else None)
 
     with torch.no_grad(), module_hooks(root, on_call=on_call):
         root(*model.example_inputs)
@@ -439,9 +491,12 @@ OP_VERDICT_KEYS = ("dtype_verdict", "dtype_implied_rel_l2", "dtype_bound", "fp64
 def precision_port(source: Bundle, target: Bundle, model: Any | None, dtype: str) -> Port | None:
     """The port when the two sides ran different dtypes (None otherwise). The target's modules
     run cast only when the MODEL given here is in another dtype than the target ran."""
-    src, tgt = model_dtype(source), model_dtype(target)
+    src, tgt = run_dtype(source), run_dtype(target)
     if src == tgt:
         return None
+    rec = target.manifest.get("precision") or {}
+    if rec.get("autocast"):
+        return Port(dtype, None, str(rec["autocast"]) if model is not None else "", str(rec.get("autocast_device") or "cpu"))
     cast = DTYPES.get(tgt) if model is not None and DTYPES.get(tgt) not in (None, model.dtype) else None
     return Port(dtype, cast)
 
@@ -463,7 +518,8 @@ def _precision_block(source: Bundle, target: Bundle, port: Port | None, local: L
     if port is None:
         return None
     t = TOLERANCES.get(port.dtype, TOLERANCES["fp32"])
-    return {"source_dtype": model_dtype(source), "target_dtype": model_dtype(target), "dtype": port.dtype,
+    return {"source_dtype": run_dtype(source), "target_dtype": run_dtype(target), "dtype": port.dtype,
+            "autocast": port.autocast or None,
             "how": ((target.manifest.get("precision") or {}).get("how") or "the target bundle records another dtype than the source"),
             "tolerance": t.rel_l2, "tolerance_reason": t.reason,
             "judged": port.judged,
@@ -481,7 +537,8 @@ def precision_findings(df: pd.DataFrame, port: Port, local: LocalRun, beyond: se
     """The precision port's lines: the dtype and its tolerance, then each module beyond what
     the dtype implies (with the op named), or the statement that none is."""
     t = TOLERANCES.get(port.dtype, TOLERANCES["fp32"])
-    lines = [f"precision port: the target runs {port.dtype}; tolerance relative L2 {t.rel_l2:.0e} ({t.reason}); "
+    runs = f"under torch.autocast to {port.autocast}" if port.autocast else port.dtype
+    lines = [f"precision port: the target runs {runs}; tolerance relative L2 {t.rel_l2:.0e} ({t.reason}); "
              f"{len(local.verdicts)} modules judged against float64"]
     out = local.verdicts.get(OUTPUT)
     if out is not None:
@@ -520,7 +577,7 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     src_sk, tgt_sk = (load_sketches(source.path), load_sketches(target.path)) if has_activations(source) and has_activations(target) else (None, None)
     if src_sk is None or tgt_sk is None:
         return None
-    dtype = max(model_dtype(source), model_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
+    dtype = max(run_dtype(source), run_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
     tol = tolerance_for(dtype)
     port = precision_port(source, target, model, dtype)
     prop, not_compared = compare_sketches(src_sk, tgt_sk)

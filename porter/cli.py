@@ -370,6 +370,7 @@ def diagnose(
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
+    autocast: Optional[str] = typer.Option(None, "--autocast", help="Precision port on a torch stack: the target's forward runs under torch.autocast to bf16 or fp16 (weights stay as given)."),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
@@ -392,7 +393,7 @@ def diagnose(
         with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, capture_options=opts, progress=progress, command=command,
-                                     ops=with_ops, target_dtype=dtype or "")
+                                     ops=with_ops, target_dtype=dtype or "", target_autocast=autocast or "")
     except PorterError as exc:
         fail(exc)
     if as_json:
@@ -416,6 +417,7 @@ def capture(
     no_activations: bool = typer.Option(False, "--no-activations", help="Skip saving per-module activations."),
     modules: Optional[list[str]] = typer.Option(None, "--modules", help="Module path (repeatable) whose full input and output tensors are saved; every other module keeps a bounded sketch. Name the suspects a diagnose of two bundles lists."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Run the model cast to fp32, fp64, bf16 or fp16 (weights, buffers and floating inputs): one side of a precision port."),
+    autocast: Optional[str] = typer.Option(None, "--autocast", help="Run the forward under torch.autocast to bf16 or fp16 (torch stacks): one side of a precision port."),
 ) -> None:
     """Run MODEL on a target under the target's own profiler and write a capture bundle.
 
@@ -426,7 +428,8 @@ def capture(
 
     dest = out_dir or Path("captures") / f"{Path(model).stem if ':' in model else model}@{on.replace(':', '_')}"
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats, activations=not no_activations,
-                          full_modules=tuple(p for m in modules or () for p in m.split(",") if p), dtype=dtype or "")
+                          full_modules=tuple(p for m in modules or () for p in m.split(",") if p), dtype=dtype or "",
+                          autocast=autocast or "")
     try:
         with err.status("capturing", spinner="dots") as status:
             result = run_capture(model, on, dest, opts, progress=lambda msg: status.update(msg))

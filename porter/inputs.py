@@ -101,13 +101,14 @@ def scratch_dir(workdir: Path, role: str) -> Path:
 
 @contextlib.contextmanager
 def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *, model: str | None = None,
-                 options: Any = None, interleave: Any = None, target_dtype: str = "",
+                 options: Any = None, interleave: Any = None, target_dtype: str = "", target_autocast: str = "",
                  progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
     """Open or capture both sides. With no model and both sides naming targets, the default
     built-in model runs. options: porter.capture.options.CaptureOptions for live sides.
     When both sides ran here, their prepared forwards are then timed against each other
     (porter.capture.interleaved; interleave: its InterleaveOptions) for the headline.
-    target_dtype: a precision port (porter.capture.precision): only the target side runs cast.
+    target_dtype / target_autocast: a precision port (porter.capture.precision): only the target
+    side runs cast (or under torch.autocast).
     Scratch capture folders under workdir are removed when the block ends, however it ends.
     """
     specs = [classify(source, "source"), classify(target, "target")]
@@ -117,8 +118,8 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
                           hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
                                "or a bundle or trace file for that side")
     model_spec = None
-    if target_dtype:
-        options = check_target_dtype(specs[1], target_dtype, options)
+    if target_dtype or target_autocast:
+        options = check_target_precision(specs[1], target_dtype, target_autocast, options)
     if live:
         from porter.capture.models import DEFAULT_MODEL, load_model
 
@@ -134,8 +135,9 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
         if not live and parallel_read_pays(specs):
             bundles = open_in_parallel([s.path for s in specs])
         else:
-            bundles = [open_side(s, model_spec, scratch.get(s.role), side_options(options, s.role, target_dtype),
-                                 progress, runs) for s in specs]
+            bundles = [open_side(s, model_spec, scratch.get(s.role),
+                                 side_options(options, s.role, target_dtype, target_autocast), progress, runs)
+                       for s in specs]
         yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress),
                            live=len(live) == 2)
     finally:
@@ -143,32 +145,38 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
             shutil.rmtree(path, ignore_errors=True)
 
 
-def check_target_dtype(spec: InputSpec, dtype: str, options: Any) -> Any:
-    """--dtype names a dtype the target's stack runs, and the target is captured now; else a
-    one-line error before anything is captured. The options with no dtype (the source's)."""
+def check_target_precision(spec: InputSpec, dtype: str, autocast: str, options: Any) -> Any:
+    """--dtype / --autocast name what the target's stack runs, and the target is captured now;
+    else a one-line error before anything is captured. The options without them (the source's)."""
     import dataclasses
 
+    from porter.capture import precision as p
     from porter.capture.options import CaptureOptions
-    from porter.capture.precision import check_supported, parse_dtype
 
-    name = parse_dtype(dtype)
+    flag = "--dtype" if dtype else "--autocast"
+    if dtype and autocast:
+        raise PorterError("--dtype and --autocast are two ways to lower precision; give one")
+    name = p.parse_dtype(dtype or autocast)
     if spec.kind is not InputKind.TARGET:
-        raise PorterError(f"--dtype {dtype} applies to a target captured now, and --to {spec.text} is a recorded {spec.kind.value}",
-                          hint="capture the bundle with `porter capture MODEL --on TARGET --dtype ...`, or give --to a target")
+        raise PorterError(f"{flag} {name} applies to a target captured now, and --to {spec.text} is a recorded {spec.kind.value}",
+                          hint=f"capture the bundle with `porter capture MODEL --on TARGET {flag} {name}`, or give --to a target")
     from porter.targets import resolve
 
     target, stack = resolve(spec.text)
-    check_supported(stack, name, spec.text)
-    return dataclasses.replace(options or CaptureOptions(), dtype="")
+    if dtype:
+        p.check_supported(stack, name, spec.text)
+    else:
+        p.check_autocast(stack, name, spec.text)
+    return dataclasses.replace(options or CaptureOptions(), dtype="", autocast="")
 
 
-def side_options(options: Any, role: str, target_dtype: str) -> Any:
-    """The target of a precision port runs cast to target_dtype; the source as given."""
+def side_options(options: Any, role: str, target_dtype: str, target_autocast: str = "") -> Any:
+    """The target of a precision port runs cast to target_dtype (or under autocast); the source as given."""
     import dataclasses
 
-    if not target_dtype or role != "target" or options is None:
+    if not (target_dtype or target_autocast) or role != "target" or options is None:
         return options
-    return dataclasses.replace(options, dtype=target_dtype)
+    return dataclasses.replace(options, dtype=target_dtype, autocast=target_autocast)
 
 
 def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress) -> Any:

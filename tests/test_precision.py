@@ -45,17 +45,41 @@ def test_cast_model_leaves_the_source_untouched_and_keeps_the_fingerprint():
 
 @pytest.mark.parametrize("args", [
     ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "xla", "--dtype", "fp64"),
-    ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "cpu:ort", "--dtype", "bf16"),
-    ("capture", f"{PLANTED}:clean", "--on", "cpu:ort", "--dtype", "fp16"),
-    ("diagnose", f"{PLANTED}:clean", "--from", "cpu", "--to", "cpu", "--dtype", "int4"),
+    ("capture", f"{PLANTED}:clean", "--on", "cpu:ort", "--autocast", "bf16"),
 ])
 def test_a_dtype_the_stack_does_not_run_is_a_one_line_error(args, tmp_path):
     r = run_porter(*args, "-o", str(tmp_path / "out"), timeout=300)
     assert r.returncode == 2, (r.stdout, r.stderr)
     text = r.stderr.strip()
     assert len(text.splitlines()) == 1 and "Traceback" not in text, text
-    assert "dtype" in text
+    assert "--dtype" in text or "--autocast" in text
     assert not (tmp_path / "out").exists()  # refused before anything was captured
+
+
+@pytest.mark.parametrize("target, dtype, autocast, says", [
+    ("cpu:ort", "bf16", "", "does not run --dtype bf16"),
+    ("cpu", "int4", "", "--dtype 'int4' is not a dtype porter runs"),
+    ("xla", "", "bf16", "does not run --autocast"),
+    ("cpu", "", "fp64", "autocast lowers precision to bf16 or fp16 only"),
+    ("cpu", "bf16", "bf16", "give one"),
+])
+def test_precision_options_are_checked_before_any_capture(target, dtype, autocast, says, tmp_path):
+    from porter.diagnose import diagnose_specs
+
+    with pytest.raises(PorterError, match=says) as err:
+        diagnose_specs("cpu", target, tmp_path / "out", model=f"{PLANTED}:clean", target_dtype=dtype,
+                       target_autocast=autocast)
+    assert type(err.value).exit_code == 2 and "\n" not in err.value.one_line()
+    assert not (tmp_path / "out").exists()
+
+
+def test_capture_refuses_a_dtype_its_stack_does_not_run(tmp_path):
+    from porter.capture.options import CaptureOptions
+    from porter.capture.run import capture
+
+    with pytest.raises(PorterError, match="target cpu:ort does not run --dtype fp16"):
+        capture(f"{PLANTED}:clean", "cpu:ort", tmp_path / "b", CaptureOptions(dtype="fp16"))
+    assert not (tmp_path / "b").exists()
 
 
 def _norm_pair(fragile: bool):
@@ -96,12 +120,12 @@ def test_op_verdict_separates_the_dtype_from_a_worse_kernel():
     assert not v2.within and v2.closer == "source"
 
 
-def _live(model: str, target: str, dtype: str, out: Path) -> dict:
+def _live(model: str, target: str, dtype: str, out: Path, autocast: str = "", report: bool = False) -> dict:
     from porter.capture.options import CaptureOptions
     from porter.diagnose import diagnose_specs
 
     diagnose_specs("cpu", target, out, model=model, capture_options=CaptureOptions(steps=1, warmup=0, repeats=2),
-                   report=False, target_dtype=dtype)
+                   report=report, target_dtype=dtype, target_autocast=autocast)
     return json.loads((out / "diagnosis.json").read_text())
 
 
@@ -159,3 +183,22 @@ def test_inductor_in_fp16_flags_the_fragile_norm_in_the_last_layer(tmp_path):
     assert acc["local"]["not_run"] == {}
     op = acc["ops"]["head_norm"]
     assert op["op"] == "aten.sub.Tensor" and op["dtype_verdict"] == "implied"
+
+
+@pytest.mark.slow
+def test_autocast_port_finds_the_norm_fed_bf16_and_says_so_in_summary_and_report(tmp_path):
+    """--autocast bf16 on eager CPU: weights stay float32, the linear layers hand the norm bf16,
+    so the local run feeds it bf16 too (the dtypes an autocast forward hands each module)."""
+    from porter.summary import summary_lines
+
+    d = _live(f"{PLANTED}:early", "cpu", "", tmp_path, autocast="bf16", report=True)
+    acc = d["accuracy"]
+    p = acc["precision"]
+    assert (p["autocast"], p["source_dtype"], p["target_dtype"], acc["dtype"]) == ("bf16", "fp32", "bf16", "bf16")
+    assert p["beyond_dtype"] == ["blocks/0/pre_norm"] and acc["local"]["not_run"] == {}
+    assert acc["ops"]["blocks/0/pre_norm"]["op"] == "aten.sub.Tensor"
+    text = "\n".join(summary_lines(d, width=100))
+    assert "accuracy (fp32 → bf16, tolerances of bf16" in text and "under torch.autocast to bf16" in text
+    report = (tmp_path / "report.md").read_text()
+    assert "Precision port: the source ran fp32, the target bf16" in report
+    assert "Losing more than bf16 implies: blocks/0/pre_norm." in report

@@ -20,3 +20,4 @@ class CaptureOptions:
     activations: bool = True
     full_modules: tuple[str, ...] = ()  # module paths whose full calls are saved (`--modules`); the rest are sketched
     dtype: str = ""  # run the model cast to this dtype (`--dtype`, porter.capture.precision); "" = as given
+    autocast: str = ""  # run the model's forward under torch.autocast to this dtype (`--autocast`); "" = no

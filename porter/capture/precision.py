@@ -6,6 +6,10 @@ inputs are cast to the dtype (integer inputs such as token ids stay). The cast m
 the source model's fingerprint: it is the same model, run at another precision, and the
 manifest says so (``model.dtype``, ``precision``). Which dtypes a stack runs is the stack's
 own statement (``Stack.dtypes``); any other is a one-line error before anything runs.
+
+Autocast (``--autocast bf16``) is the other common port: weights stay float32 and
+torch.autocast runs matmuls and convolutions in the lower dtype, norms and reductions in
+float32. Only the torch stacks offer it (``Stack.autocast_note`` says why another does not).
 """
 
 from __future__ import annotations
@@ -44,6 +48,43 @@ def check_supported(stack: Any, dtype: str, target: str) -> None:
         why = f": {stack.dtype_note}" if getattr(stack, "dtype_note", "") else ""
         raise PorterError(f"target {target} does not run --dtype {dtype}{why}",
                           hint=f"{stack.name} runs: {', '.join(stack.dtypes)}")
+
+
+def check_autocast(stack: Any, dtype: str, target: str) -> None:
+    """A one-line error (exit 2) when the stack does not run under torch.autocast, or the dtype is not a half type."""
+    if stack.autocast_note:
+        raise PorterError(f"target {target} does not run --autocast: {stack.autocast_note}",
+                          hint="use --dtype to cast the model instead")
+    if dtype not in ("bf16", "fp16"):
+        raise PorterError(f"--autocast {dtype}: autocast lowers precision to bf16 or fp16 only")
+
+
+def autocast_device(device: str) -> str:
+    """The torch.autocast device_type of a porter device ('rocm' runs as 'cuda')."""
+    return "cuda" if device in ("cuda", "rocm") else device
+
+
+def with_autocast(module: torch.nn.Module, dtype: str, device_type: str, every: bool = False) -> torch.nn.Module:
+    """module (in place) with its forward run under torch.autocast(device_type, dtype); every:
+    each submodule's too, so a submodule run by itself (a local run) autocasts as in the model."""
+    dt = DTYPES[dtype]
+    for m in (module.modules() if every else (module,)):
+        inner = m.forward
+
+        def forward(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+            with torch.autocast(device_type=device_type, dtype=dt):
+                return _inner(*args, **kwargs)
+
+        m.forward = forward
+    return module
+
+
+def autocast_model(spec: Any, dtype: str, device_type: str) -> Any:
+    """A copy of a ModelSpec whose forward runs under torch.autocast (weights and inputs as given)."""
+    from porter.capture.models import ModelSpec
+
+    module = with_autocast(copy.deepcopy(spec.module).eval(), dtype, device_type)
+    return ModelSpec(spec.name, module, spec.example_inputs, spec.dtype, spec.fingerprint, spec.source)
 
 
 def cast_tree(value: Any, dtype: torch.dtype) -> Any:

@@ -235,6 +235,7 @@ class Stack(abc.ABC):
     native_module_outputs: bool = True  # module_activations reflect this stack's own numerics
     dtypes: tuple[str, ...] = ("fp32", "fp64", "bf16", "fp16")  # what `--dtype` may ask of it (porter.capture.precision)
     dtype_note: str = ""  # why a dtype is missing from dtypes
+    autocast_note: str = ""  # why `--autocast` is not offered ("" = the model's forward may run under torch.autocast)
 
     # ---- public API (shared) ----
     def availability(self, device: str) -> Availability:
