@@ -617,7 +617,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
         local = suspect_local(model, source, target, suspects, tol, progress, port)
         if suspects and not local.metrics:
             name = (source.manifest.get("model") or {}).get("source") or "MODEL"
-            capture_hint = (f"porter capture {name} --on {src_text} --modules {suspects[0]} and the same --on {tgt_text}, "
+            rec = target.manifest.get("precision") or {}
+            flag = f" --autocast {rec['autocast']}" if rec.get("autocast") else f" --dtype {rec['dtype']}" if rec.get("dtype") else ""
+            capture_hint = (f"porter capture {name} --on {src_text} --modules {suspects[0]} and the same --on {tgt_text}{flag}, "
                             "then diagnose the two bundles")
     if live and local.metrics and whole is not None:  # the whole model on the target, fed the source's input, is the target run
         local.metrics[OUTPUT] = whole

@@ -445,6 +445,8 @@ def capture(
         out.print(f"  [bold red]numerics: output has NaN ({m['numerics']['nan_count']}) / Inf ({m['numerics']['inf_count']})[/]")
     if m.get("stack_info", {}).get("compiled_regions") is not None:
         out.print(f"  compiled regions: {m['stack_info']['compiled_regions']}, graph breaks: {m['stack_info'].get('graph_breaks', 0)}")
+    if m.get("precision"):
+        out.print(f"  precision: {m['precision']['dtype']} ({m['precision']['how']})", highlight=False)
     acts = m.get("activations") or {}
     if acts.get("full_modules"):
         out.print(f"  full module calls saved: {', '.join(acts['full_modules'])}", highlight=False)

@@ -202,3 +202,28 @@ def test_autocast_port_finds_the_norm_fed_bf16_and_says_so_in_summary_and_report
     report = (tmp_path / "report.md").read_text()
     assert "Precision port: the source ran fp32, the target bf16" in report
     assert "Losing more than bf16 implies: blocks/0/pre_norm." in report
+
+
+@pytest.mark.slow
+def test_bundles_captured_apart_in_bf16_judge_the_suspect_from_its_saved_call(tmp_path):
+    """porter capture on each side (the target with --dtype bf16): the sketches name the suspect
+    and the capture command (with --dtype); with its full call saved on both, the suspect is
+    judged beyond bf16 and its op named."""
+    from porter.capture.options import CaptureOptions
+    from porter.capture.run import capture
+    from porter.diagnose import diagnose_specs
+
+    model, module = f"{PLANTED}:early", "blocks/0/pre_norm"
+    quick = dict(steps=1, warmup=0, repeats=2)
+    for tag, mods in (("sketch", ()), ("full", (module,))):
+        capture(model, "cpu", tmp_path / f"src_{tag}", CaptureOptions(full_modules=mods, **quick))
+        tgt = capture(model, "xla", tmp_path / f"tgt_{tag}", CaptureOptions(full_modules=mods, dtype="bf16", **quick))
+        assert tgt.manifest["precision"]["dtype"] == "bf16" and tgt.manifest["model"]["dtype"] == "bfloat16"
+        diagnose_specs(str(tmp_path / f"src_{tag}"), str(tmp_path / f"tgt_{tag}"), tmp_path / f"d_{tag}", model=model,
+                       report=False)
+    sketched = json.loads((tmp_path / "d_sketch" / "diagnosis.json").read_text())["accuracy"]
+    assert sketched["suspects"] == [module] and sketched["precision"]["judged_modules"] == 0
+    assert any(f"--modules {module} and the same --on xla --dtype bf16" in f for f in sketched["findings"])
+    acc = json.loads((tmp_path / "d_full" / "diagnosis.json").read_text())["accuracy"]
+    assert acc["precision"]["beyond_dtype"] == [module] and acc["local"]["not_run"] == {}
+    assert acc["ops"][module]["op"] == "aten.sub.Tensor" and acc["ops"][module]["dtype_verdict"] == "implied"
