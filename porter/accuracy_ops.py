@@ -93,28 +93,49 @@ def record_ops(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str,
     return [c for c in rec.calls if str(c.op) not in SKIP_OPS]
 
 
-def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, tol: float) -> dict[str, Any]:
+def _as_target(x: Any, cast_to: Any) -> Any:
+    return x.to(cast_to) if cast_to is not None and isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def _like(x: Any, chained: Any) -> Any:
+    """A source input in the dtype the target's op is handed (a precision port casts it)."""
+    if isinstance(x, torch.Tensor) and isinstance(chained, torch.Tensor) and x.is_floating_point() and chained.is_floating_point():
+        return x.to(chained.dtype)
+    return x
+
+
+def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, tol: float,
+               cast_to: Any = None, arrived: dict[int, torch.Tensor] | None = None) -> dict[str, Any]:
     """Per-op rows (local and chained error) and the op named for module_path.
 
-    Returns {"rows": [...], "first_op": row or None, "skipped": reason or None}.
+    cast_to: a precision port's torch dtype: the module's inputs and weights reach the
+    target's ops in it (the ops' own outputs keep whatever dtype the target gives them),
+    and each op's local run gets the source's inputs in the dtype its chained run sees.
+    arrived: id() of a module argument as the source passed it -> the value the target's module
+    receives instead (an autocast port hands bf16 where the source handed float32).
+    Returns {"rows": [...], "first_op": row or None, "skipped": reason or None,
+    "first_call": the named op's OpCall, "first_output": the target's local output of it}.
     """
     if stack.no_op_runs:
         return {"rows": [], "first_op": None, "skipped": f"{stack.name}: {stack.no_op_runs}"}
     cut = len(calls) > MAX_OPS
     rows: list[dict[str, Any]] = []
-    produced: dict[int, torch.Tensor] = {}  # source tensor id -> the target's chained value
-    first = None
+    produced: dict[int, torch.Tensor] = dict(arrived or {})  # source tensor id -> the target's chained value
+    first, first_call, first_output = None, None, None
     for i, c in enumerate(calls[:MAX_OPS]):
         row: dict[str, Any] = {"module": module_path, "index": i, "op": str(c.op), "inputs": describe_inputs(c.args),
                                "tolerance": tol, "local_rel_l2": math.nan, "chained_rel_l2": math.nan, "error": None}
+        local = None
         try:
-            local = stack.run_op(c.op, c.args, c.kwargs, device)
-            row["local_rel_l2"] = leaves_error(c.output, local)
             flat, spec = tree_flatten((c.args, c.kwargs))
             ids = iter(c.input_ids)
-            chained_in = [produced.get(next(ids), x) if isinstance(x, torch.Tensor) else x for x in flat]
+            chained_in = [produced.get(next(ids), _as_target(x, cast_to)) if isinstance(x, torch.Tensor) else x
+                          for x in flat]
+            local_in = [_like(x, y) for x, y in zip(flat, chained_in)]
+            local = stack.run_op(c.op, *torch.utils._pytree.tree_unflatten(local_in, spec), device)
+            row["local_rel_l2"] = leaves_error(c.output, local)
             a, kw = torch.utils._pytree.tree_unflatten(chained_in, spec)
-            chained = local if all(x is y for x, y in zip(chained_in, flat)) else stack.run_op(c.op, a, kw, device)
+            chained = local if all(x is y for x, y in zip(chained_in, local_in)) else stack.run_op(c.op, a, kw, device)
             row["chained_rel_l2"] = leaves_error(c.output, chained)
             outs = [t for t in tree_flatten(chained)[0] if isinstance(t, torch.Tensor)]
             produced.update(zip(c.output_ids, outs))
@@ -122,7 +143,7 @@ def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, t
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
         row["over_tolerance"] = bool(row["chained_rel_l2"] > tol)
         if first is None and row["over_tolerance"]:
-            first = row
+            first, first_call, first_output = row, c, local
             row["first"] = True
         rows.append(row)
     if first is not None:
@@ -130,4 +151,5 @@ def replay_ops(module_path: str, calls: list[OpCall], stack: Any, device: str, t
                             if first["local_rel_l2"] > tol else
                             "the op amplifies the small differences it is handed (alone on the source's inputs it is "
                             "within tolerance): an ill-conditioned formulation; rewrite it")
-    return {"rows": rows, "first_op": first, "skipped": f"only the first {MAX_OPS} of {len(calls)} ops replayed" if cut else None}
+    return {"rows": rows, "first_op": first, "skipped": f"only the first {MAX_OPS} of {len(calls)} ops replayed" if cut else None,
+            "first_call": first_call, "first_output": first_output}

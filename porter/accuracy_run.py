@@ -19,6 +19,10 @@ silently (every module not compared is listed with its reason).
   aten ops one at a time on the target.
 * optional fp64 oracle: the model in float64, eager on the CPU, sketched at the same
   positions; each module and the output get porter.analysis.accuracy.oracle_verdict.
+* precision ports (the target ran cast to another dtype, ``--dtype``): the target's module
+  runs alone in that dtype, tolerances follow the coarser dtype, and each module (and the
+  op named) is judged against float64 and against what its dtype implies
+  (porter.accuracy_precision).
 
 The block it returns is diagnosis.json's `accuracy` (docs/diagnosis.md).
 """
@@ -37,13 +41,15 @@ import pandas as pd
 import torch
 
 from porter.accuracy_ops import record_ops, replay_ops
+from porter.accuracy_precision import PrecisionVerdict, innermost_beyond, module_verdict, op_verdict
 from porter.analysis.accuracy import (
-    INTRODUCES_SHARE, TOLERANCES, ErrorMetrics, NAN_METRICS, Sketches, compare_sketches, error_metrics, first_over,
+    INTRODUCES_SHARE, ORACLE_MULTIPLIER, TOLERANCES, ErrorMetrics, NAN_METRICS, Sketches, compare_sketches, error_metrics, first_over,
     introducers, load_sketches, oracle_verdict, tolerance_for,
 )
 from porter.analysis.opcost import canonical_dtype
 from porter.bundle import ACTIVATIONS, Bundle, has_activations
 from porter.capture.options import OUTPUT_KEY
+from porter.capture.precision import DTYPES, cast_tree, with_autocast
 from porter.targets import get_stack
 from porter.targets.base import first_float_tensor, module_hooks, module_path, tensor_leaves
 from porter.targets.sketch import call_key, torch_sketch
@@ -59,6 +65,11 @@ def model_dtype(b: Bundle) -> str:
     model = b.manifest.get("model")
     raw = model.get("dtype", "") if isinstance(model, dict) else ""
     return canonical_dtype(str(raw)) or "fp32"
+
+
+def run_dtype(b: Bundle) -> str:
+    """The dtype a side computed in: its autocast dtype (--autocast), else its model's dtype."""
+    return str((b.manifest.get("precision") or {}).get("autocast") or "") or model_dtype(b)
 
 
 def module_table(model: Any) -> dict[str, torch.nn.Module]:
@@ -107,6 +118,39 @@ class LocalRun:
     op_rows: list[dict[str, Any]] = field(default_factory=list)
     ops: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> first op / skipped
     compile_log: list[str] = field(default_factory=list)
+    verdicts: dict[str, PrecisionVerdict] = field(default_factory=dict)  # precision ports: module -> verdict
+    no_verdict: dict[str, str] = field(default_factory=dict)  # precision ports: module -> why no verdict
+
+
+@dataclass(frozen=True)
+class Port:
+    """A precision port: the dtype tolerances and verdicts follow, and the torch dtype the
+    target's modules and ops run in (None when the target runs the model's own dtype)."""
+
+    dtype: str
+    cast_to: torch.dtype | None = None
+    autocast: str = ""  # an autocast port: the dtype torch.autocast lowers to ("" = a cast port)
+    device_type: str = "cpu"  # torch.autocast's device_type for the target's local runs
+
+    @property
+    def judged(self) -> bool:
+        return self.cast_to is not None or bool(self.autocast)
+
+    def ops_context(self) -> Any:
+        """Where the op-level replay runs: under the target's autocast, or as is."""
+        return torch.autocast(device_type=self.device_type, dtype=DTYPES[self.autocast]) if self.autocast else contextlib.nullcontext()
+
+
+def _verdict(local: LocalRun, path: str, run: Callable[[], PrecisionVerdict | None]) -> None:
+    try:
+        v = run()
+    except Exception as exc:  # noqa: BLE001 - a module that will not run in float64 is listed, not fatal
+        local.no_verdict[path] = f"float64 run failed: {_one_line(exc)}"
+        return
+    if v is None:
+        local.no_verdict[path] = "outputs do not line up (no floating-point leaves, or shapes differ)"
+    else:
+        local.verdicts[path] = v
 
 
 def _target_stack(model: Any, target: Bundle) -> tuple[Any, str, str]:
@@ -130,20 +174,69 @@ def _explained(path: str, errs: dict[str, float], tol: float) -> bool:
 
 
 def _ops_for(local: LocalRun, path: str, mod: torch.nn.Module, args: Any, kwargs: Any, stack: Any, device: str,
-             tol: float) -> None:
+             tol: float, port: Port | None = None, arrived: tuple[Any, Any] | None = None) -> None:
     if len(local.ops) >= TOP:
         local.ops[path] = {"first_op": None, "skipped": f"op-level replay is done for the first {TOP} modules only"}
         return
     with hooks_suspended(mod):
         calls = record_ops(mod, args, kwargs)
-    found = replay_ops(path, calls, stack, device, tol)
+    with port.ops_context() if port else contextlib.nullcontext():
+        seed = ({id(a): b for a, b in zip(tensor_leaves((args, kwargs)), tensor_leaves(arrived)) if a is not b}
+                if arrived is not None else None)
+        found = replay_ops(path, calls, stack, device, tol, cast_to=port.cast_to if port else None, arrived=seed)
+    first, call = found["first_op"], found.get("first_call")
+    if port is not None and port.judged and first is not None and call is not None and found.get("first_output") is not None:
+        try:
+            v = op_verdict(call.op, call.args, call.kwargs, call.output, found["first_output"], port.dtype)
+            if v is not None:
+                first.update(v.row(), dtype_words=v.words(), verdict=_op_words(v))
+        except Exception as exc:  # noqa: BLE001 - an op that will not run in float64 keeps its row without a verdict
+            first["dtype_words"] = f"no dtype verdict: float64 run failed: {_one_line(exc)}"
     local.op_rows += found["rows"]
-    local.ops[path] = {"first_op": found["first_op"], "skipped": found["skipped"], "ops": len(found["rows"])}
+    local.ops[path] = {"first_op": first, "skipped": found["skipped"], "ops": len(found["rows"])}
 
 
-def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str], None]) -> LocalRun:
+def input_dtypes(root: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, list[torch.dtype]]:
+    """Per module path, the dtypes of the tensor leaves of its first call in one forward of root
+    (an autocast forward hands a module bf16 where the float32 source handed float32)."""
+    seen: dict[str, list[torch.dtype]] = {}
+
+    def keep(path: str, args: Any, kwargs: Any, output: Any) -> None:
+        seen.setdefault(path, [t.dtype for t in tensor_leaves((args, kwargs))])
+
+    with torch.no_grad(), module_hooks(root, on_call=keep):
+        root(*inputs)
+    return seen
+
+
+def as_dtypes(call: tuple[Any, Any], dtypes: list[torch.dtype]) -> tuple[Any, Any]:
+    """(args, kwargs) with each floating tensor leaf cast to the dtype given for it (in leaf order)."""
+    flat, spec = torch.utils._pytree.tree_flatten(call)
+    it = iter(dtypes)
+    out = []
+    for x in flat:
+        if isinstance(x, torch.Tensor):
+            dt = next(it, x.dtype)
+            out.append(x.to(dt) if x.is_floating_point() and dt.is_floating_point else x)
+        else:
+            out.append(x)
+    return torch.utils._pytree.tree_unflatten(out, spec)
+
+
+def _op_words(v: PrecisionVerdict) -> str:
+    if v.within:
+        return (f"as exact as {v.dtype} allows on the values it is handed (computed exactly on them rounded to "
+                f"{v.dtype}, it loses as much): the formulation around it needs more than {v.dtype} holds; "
+                "rewrite it or keep this part in float32")
+    return (f"the op itself loses more than {v.dtype} implies on the target: its kernel or accumulation is less "
+            f"precise than {v.dtype} storage")
+
+
+def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str], None], port: Port | None = None) -> LocalRun:
     """Every called module alone on the target, fed its actual recorded call, compared as it
-    finishes and dropped; modules over tolerance (not explained by a child) replayed op by op."""
+    finishes and dropped; modules over tolerance (not explained by a child) replayed op by op.
+    A precision port runs each module's copy in port.cast_to on the call cast to it, and
+    judges each module against float64 and its dtype (porter.accuracy_precision)."""
     stack, device, why = _target_stack(model, target)
     if stack is None:
         return LocalRun(how=why)
@@ -153,6 +246,20 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
     local = LocalRun(how=f"each module alone on {tgt_text}, fed its call recorded from a float32 eager CPU forward")
     root = model.module.to("cpu").eval()
     mods = module_table(model)
+    cast_to = port.cast_to if port is not None else None
+    # a precision port: the target's copy of the model in its dtype, or with every forward under
+    # its autocast (made before any hook is installed)
+    run_mods = mods
+    arrives: dict[str, list[torch.dtype]] = {}  # an autocast port: the dtypes each module's arguments arrive in
+    if cast_to is not None:
+        run_mods = {module_path(n): m for n, m in copy.deepcopy(root).to(cast_to).named_modules() if n}
+        local.how += f", cast to {port.dtype} (weights and floating arguments) for the target"
+    elif port is not None and port.autocast:
+        auto = with_autocast(copy.deepcopy(root), port.autocast, port.device_type, every=True)
+        run_mods = {module_path(n): m for n, m in auto.named_modules() if n}
+        arrives = input_dtypes(auto, model.example_inputs)
+        local.how += (f", each under torch.autocast({port.device_type!r}, {port.autocast}) on the target, its floating "
+                      "arguments in the dtypes an autocast forward hands it")
     errs: dict[str, float] = {}
     progress(f"accuracy: {len(mods)} modules one by one on {tgt_text} (shadow mode, compared as they finish)")
     log = getattr(stack, "compile_log", None)
@@ -166,18 +273,25 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
             local.not_run[path] = "its output holds no floating-point tensor"
             return
         mod = mods[path]
+        run_args, run_kwargs = (cast_tree(args, cast_to), cast_tree(kwargs, cast_to)) if cast_to is not None else (args, kwargs)
+        if path in arrives:
+            run_args, run_kwargs = as_dtypes((args, kwargs), arrives[path])
         try:
-            with hooks_suspended(mod):
-                got = stack.run_call(mod, args, kwargs, device)
+            with hooks_suspended(run_mods[path]):
+                got = stack.run_call(run_mods[path], run_args, run_kwargs, device)
             m = tree_metrics(output, got)
         except Exception as exc:  # noqa: BLE001 - a module the target cannot run alone is listed, not fatal
             local.not_run[path] = f"running it alone on {stack.name} failed: {_one_line(exc)}"
             return
         local.metrics[path] = m
         errs[path] = m.rel_l2
+        if port is not None and port.judged:
+            with hooks_suspended(mod):
+                _verdict(local, path, lambda: module_verdict(mod, args, kwargs, output, got, port.dtype))
         if m.rel_l2 > tol and not _explained(path, errs, tol):
             progress(f"accuracy: {path} is over tolerance; replaying its ops on {stack.name}")
-            _ops_for(local, path, mod, args, kwargs, stack, device, tol)
+            _ops_for(local, path, mod, args, kwargs, stack, device, tol, port,
+                     (run_args, run_kwargs) if path in arrives else None)
 
     with torch.no_grad(), module_hooks(root, on_call=on_call):
         root(*model.example_inputs)
@@ -206,13 +320,16 @@ def _leaves(calls: dict[str, torch.Tensor], path: str, side: str) -> list[torch.
 
 
 def suspect_local(model: Any, source: Bundle, target: Bundle, suspects: list[str], tol: float,
-                  progress: Callable[[str], None]) -> LocalRun:
+                  progress: Callable[[str], None], port: Port | None = None) -> LocalRun:
     """Local error of the suspects whose full calls both bundles saved (capture --modules).
 
     Each side's saved output is checked against the module replayed in float32 eager on the
     CPU on that side's own saved input; the call's structure (keyword names, non-tensor
     arguments) comes from an eager forward of the model here, its tensors from the bundle.
-    The target's error is the module's local error; the source's is kept beside it."""
+    The target's error is the module's local error; the source's is kept beside it. A side
+    saved in another dtype (a precision port) is replayed on its input promoted to the
+    model's dtype, and the target's output is judged against float64 and its dtype, the
+    float32 replay standing in for the source (porter.accuracy_precision)."""
     src_calls, tgt_calls = _saved_calls(source), _saved_calls(target)
     saved = [p for p in suspects if _leaves(src_calls, p, "out") and _leaves(tgt_calls, p, "out")]
     local = LocalRun(how="suspects only: each side's saved output against the module replayed in float32 eager on "
@@ -245,17 +362,22 @@ def suspect_local(model: Any, source: Bundle, target: Bundle, suspects: list[str
                 it = iter(_leaves(calls, path, "in"))
                 args, kwargs = torch.utils._pytree.tree_unflatten(
                     [next(it) if isinstance(x, torch.Tensor) else x for x in flat], spec)
+                args, kwargs = cast_tree(args, model.dtype), cast_tree(kwargs, model.dtype)
                 with torch.no_grad(), hooks_suspended(mods[path]):
                     ref = mods[path](*args, **kwargs)
                 errs[side] = tree_metrics(ref, _leaves(calls, path, "out"))
                 if side == "source":
                     src_args = (args, kwargs)
+            if port is not None and port.judged:
+                with hooks_suspended(mods[path]):
+                    _verdict(local, path, lambda: module_verdict(mods[path], args, kwargs, ref,
+                                                                 _leaves(tgt_calls, path, "out"), port.dtype))
         except Exception as exc:  # noqa: BLE001 - a replay that fails is listed, not fatal
             local.not_run[path] = f"replaying the saved call failed: {_one_line(exc)}"
             continue
         local.metrics[path] = errs["target"]
         if errs["target"].rel_l2 > tol and stack is not None:
-            _ops_for(local, path, mods[path], *src_args, stack, device, tol)
+            _ops_for(local, path, mods[path], *src_args, stack, device, tol, port)
         elif errs["target"].rel_l2 > tol:
             local.ops[path] = {"first_op": None, "skipped": "the target's stack is not available here to replay single ops"}
     return local
@@ -362,6 +484,83 @@ def findings(df: pd.DataFrame, dtype: str, oracle: dict | None, local: LocalRun,
     return lines
 
 
+OP_VERDICT_KEYS = ("dtype_verdict", "dtype_implied_rel_l2", "dtype_bound", "fp64_source_rel_l2", "fp64_target_rel_l2",
+                   "closer_to_fp64", "dtype_words")
+
+
+def precision_port(source: Bundle, target: Bundle, model: Any | None, dtype: str) -> Port | None:
+    """The port when the two sides ran different dtypes (None otherwise). The target's modules
+    run cast only when the MODEL given here is in another dtype than the target ran."""
+    src, tgt = run_dtype(source), run_dtype(target)
+    if src == tgt:
+        return None
+    rec = target.manifest.get("precision") or {}
+    if rec.get("autocast"):
+        return Port(dtype, None, str(rec["autocast"]) if model is not None else "", str(rec.get("autocast_device") or "cpu"))
+    cast = DTYPES.get(tgt) if model is not None and DTYPES.get(tgt) not in (None, model.dtype) else None
+    return Port(dtype, cast)
+
+
+def _verdict_cols(df: pd.DataFrame, local: LocalRun) -> tuple[pd.DataFrame, set[str]]:
+    """Per module: the precision verdict's columns, and beyond_dtype (innermost modules whose
+    error is more than the dtype implies)."""
+    keys = ("dtype_implied_rel_l2", "dtype_bound", "dtype_verdict", "fp64_source_rel_l2", "fp64_target_rel_l2",
+            "closer_to_fp64")
+    rows = [local.verdicts[m].row() if m in local.verdicts else {} for m in df["module"]]
+    for k in keys:
+        df[k] = [r.get(k) for r in rows]
+    beyond = innermost_beyond(list(df["module"]), local.verdicts, INTRODUCES_SHARE)
+    df["beyond_dtype"] = df["module"].isin(beyond)
+    return df, beyond
+
+
+def _precision_block(source: Bundle, target: Bundle, port: Port | None, local: LocalRun, beyond: set[str]) -> dict[str, Any] | None:
+    if port is None:
+        return None
+    t = TOLERANCES.get(port.dtype, TOLERANCES["fp32"])
+    return {"source_dtype": run_dtype(source), "target_dtype": run_dtype(target), "dtype": port.dtype,
+            "autocast": port.autocast or None,
+            "how": ((target.manifest.get("precision") or {}).get("how") or "the target bundle records another dtype than the source"),
+            "tolerance": t.rel_l2, "tolerance_reason": t.reason,
+            "judged": port.judged,
+            "rule": (f"a module or op is within what {port.dtype} implies when its error against float64 is at most "
+                     f"{ORACLE_MULTIPLIER.get(port.dtype, 2.0):g} x the error of computing it exactly on inputs, weights "
+                     f"and output rounded to {port.dtype}, plus tolerance/10; above that, more than the dtype implies. "
+                     "closer_to_fp64 names the side nearer the float64 run") if port.judged else
+                    "not judged: no MODEL in the source's dtype to run in float64 here",
+            "judged_modules": len(local.verdicts), "beyond_dtype": sorted(beyond),
+            "more_than_dtype": sorted(m for m, v in local.verdicts.items() if not v.within),
+            "no_verdict": dict(sorted(local.no_verdict.items()))}
+
+
+def precision_findings(df: pd.DataFrame, port: Port, local: LocalRun, beyond: set[str]) -> list[str]:
+    """The precision port's lines: the dtype and its tolerance, then each module beyond what
+    the dtype implies (with the op named), or the statement that none is."""
+    t = TOLERANCES.get(port.dtype, TOLERANCES["fp32"])
+    runs = f"under torch.autocast to {port.autocast}" if port.autocast else port.dtype
+    lines = [f"precision port: the target runs {runs}; tolerance relative L2 {t.rel_l2:.0e} ({t.reason}); "
+             f"{len(local.verdicts)} modules judged against float64"]
+    out = local.verdicts.get(OUTPUT)
+    if out is not None:
+        lines.append(f"model output: {out.words()}")
+    for m in sorted(beyond, key=lambda m: -local.verdicts[m].target_error)[:TOP]:
+        line = f"{m or '(model)'}: {local.verdicts[m].words()}"
+        op = (local.ops.get(m) or {}).get("first_op")
+        if op:
+            line += (f"; op: model → {m} → #{op['index']} {op['op']}: {op.get('dtype_words') or 'no dtype verdict'}; "
+                     f"{op.get('verdict', '')}")
+        lines.append(line)
+    if not beyond and local.verdicts:
+        worst = max(local.verdicts.items(), key=lambda kv: kv[1].target_error / max(kv[1].bound, 1e-300))
+        scope = "no module" if not local.no_verdict else f"no module among the {len(local.verdicts)} judged"
+        lines.append(f"{scope} loses more than {port.dtype} implies; closest to its bound: {worst[0] or '(model)'} "
+                     f"({worst[1].target_error:.2e} against bound {worst[1].bound:.2e})")
+    if local.no_verdict:
+        first = next(iter(local.no_verdict))
+        lines.append(f"{len(local.no_verdict)} module(s) without a dtype verdict, e.g. {first}: {local.no_verdict[first]}")
+    return lines
+
+
 def _local_cols(df: pd.DataFrame, local: LocalRun) -> pd.DataFrame:
     for k in NAN_METRICS.__dict__:
         df[f"local_{k}"] = [getattr(local.metrics.get(m, NAN_METRICS), k) for m in df["module"]]
@@ -378,8 +577,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     src_sk, tgt_sk = (load_sketches(source.path), load_sketches(target.path)) if has_activations(source) and has_activations(target) else (None, None)
     if src_sk is None or tgt_sk is None:
         return None
-    dtype = max(model_dtype(source), model_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
+    dtype = max(run_dtype(source), run_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
     tol = tolerance_for(dtype)
+    port = precision_port(source, target, model, dtype)
     prop, not_compared = compare_sketches(src_sk, tgt_sk)
     for side, b in (("source", source), ("target", target)):
         for m, why in ((b.manifest.get("activations") or {}).get("not_recorded") or {}).items():
@@ -406,12 +606,20 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     if model is None:
         local = LocalRun(how="no MODEL given: modules cannot be run alone")
     elif live:
-        local = live_local(model, target, tol, progress)
+        local = live_local(model, target, tol, progress, port)
+        if port is not None and port.judged and local.metrics and outputs[0] is not None and outputs[1] is not None:
+            progress("accuracy: the model in float64 on the CPU (precision oracle)")
+            root = model.module
+            with hooks_suspended(root):
+                _verdict(local, OUTPUT, lambda: module_verdict(root, model.example_inputs, {}, outputs[0], outputs[1],
+                                                               port.dtype, first_only=True))
     else:
-        local = suspect_local(model, source, target, suspects, tol, progress)
+        local = suspect_local(model, source, target, suspects, tol, progress, port)
         if suspects and not local.metrics:
             name = (source.manifest.get("model") or {}).get("source") or "MODEL"
-            capture_hint = (f"porter capture {name} --on {src_text} --modules {suspects[0]} and the same --on {tgt_text}, "
+            rec = target.manifest.get("precision") or {}
+            flag = f" --autocast {rec['autocast']}" if rec.get("autocast") else f" --dtype {rec['dtype']}" if rec.get("dtype") else ""
+            capture_hint = (f"porter capture {name} --on {src_text} --modules {suspects[0]} and the same --on {tgt_text}{flag}, "
                             "then diagnose the two bundles")
     if live and local.metrics and whole is not None:  # the whole model on the target, fed the source's input, is the target run
         local.metrics[OUTPUT] = whole
@@ -420,6 +628,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     df = _local_cols(prop.reset_index(drop=True), local)
     df["tolerance"] = tol
     df["introduces_error"] = introducers(df, tol) if len(df) else pd.Series(dtype=bool)
+    beyond: set[str] = set()
+    if port is not None and port.judged:
+        df, beyond = _verdict_cols(df, local)
     verdict = None
     if oracle == "fp64" and model is not None:
         progress("accuracy: float64 oracle run on the CPU")
@@ -427,7 +638,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     t = TOLERANCES.get(dtype, TOLERANCES["fp32"])
     ops_found = {m: {"op": o["first_op"]["op"], "index": o["first_op"]["index"], "inputs": o["first_op"]["inputs"],
                      "chained_rel_l2": o["first_op"]["chained_rel_l2"], "local_rel_l2": o["first_op"]["local_rel_l2"],
-                     "verdict": o["first_op"].get("verdict", "")} if o.get("first_op") else {"op": None, "why": o.get("skipped") or "no op over tolerance"}
+                     "verdict": o["first_op"].get("verdict", ""),
+                     **{k: o["first_op"][k] for k in OP_VERDICT_KEYS if k in o["first_op"]}}
+                 if o.get("first_op") else {"op": None, "why": o.get("skipped") or "no op over tolerance"}
                  for m, o in local.ops.items()}
     return {
         "metric": "relative L2",
@@ -453,6 +666,8 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
         "ops": ops_found,
         "op_rows": local.op_rows,
         "oracle": verdict,
-        "findings": findings(df, dtype, verdict, local, not_compared, suspects, capture_hint),
+        "precision": _precision_block(source, target, port, local, beyond),
+        "findings": (precision_findings(df, port, local, beyond) if port is not None and port.judged else [])
+                    + findings(df, dtype, verdict, local, not_compared, suspects, capture_hint),
         "_compile_log": local.compile_log,
     }

@@ -369,6 +369,8 @@ def diagnose(
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
+    autocast: Optional[str] = typer.Option(None, "--autocast", help="Precision port on a torch stack: the target's forward runs under torch.autocast to bf16 or fp16 (weights stay as given)."),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
@@ -393,7 +395,7 @@ def diagnose(
         with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=False, capture_options=opts, progress=progress, command=command,
-                                     ops=with_ops)
+                                     ops=with_ops, target_dtype=dtype or "", target_autocast=autocast or "")
             del d  # the reports need only diagnosis.json: free the analysis before rendering
             gc.collect()
             if not no_report:
@@ -420,6 +422,8 @@ def capture(
     repeats: int = typer.Option(20, "--repeats", help="Timed (unprofiled) forwards."),
     no_activations: bool = typer.Option(False, "--no-activations", help="Skip saving per-module activations."),
     modules: Optional[list[str]] = typer.Option(None, "--modules", help="Module path (repeatable) whose full input and output tensors are saved; every other module keeps a bounded sketch. Name the suspects a diagnose of two bundles lists."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Run the model cast to fp32, fp64, bf16 or fp16 (weights, buffers and floating inputs): one side of a precision port."),
+    autocast: Optional[str] = typer.Option(None, "--autocast", help="Run the forward under torch.autocast to bf16 or fp16 (torch stacks): one side of a precision port."),
 ) -> None:
     """Run MODEL on a target under the target's own profiler and write a capture bundle.
 
@@ -430,7 +434,8 @@ def capture(
 
     dest = out_dir or Path("captures") / f"{Path(model).stem if ':' in model else model}@{on.replace(':', '_')}"
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats, activations=not no_activations,
-                          full_modules=tuple(p for m in modules or () for p in m.split(",") if p))
+                          full_modules=tuple(p for m in modules or () for p in m.split(",") if p), dtype=dtype or "",
+                          autocast=autocast or "")
     try:
         with err.status("capturing", spinner="dots") as status:
             result = run_capture(model, on, dest, opts, progress=lambda msg: status.update(msg))
@@ -446,6 +451,8 @@ def capture(
         out.print(f"  [bold red]numerics: output has NaN ({m['numerics']['nan_count']}) / Inf ({m['numerics']['inf_count']})[/]")
     if m.get("stack_info", {}).get("compiled_regions") is not None:
         out.print(f"  compiled regions: {m['stack_info']['compiled_regions']}, graph breaks: {m['stack_info'].get('graph_breaks', 0)}")
+    if m.get("precision"):
+        out.print(f"  precision: {m['precision']['dtype']} ({m['precision']['how']})", highlight=False)
     acts = m.get("activations") or {}
     if acts.get("full_modules"):
         out.print(f"  full module calls saved: {', '.join(acts['full_modules'])}", highlight=False)

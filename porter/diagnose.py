@@ -410,12 +410,15 @@ def portability(d: Diagnosis, model: Any, catalogue: Catalogue | None, progress:
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
                    catalogue: str | Path | None = None, capture_options: Any = None, interleave: Any = None,
-                   progress: Progress = lambda msg: None, **kwargs: Any) -> tuple[Diagnosis, Path]:
+                   progress: Progress = lambda msg: None, target_dtype: str = "", target_autocast: str = "",
+                   **kwargs: Any) -> tuple[Diagnosis, Path]:
     """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
     through porter.inputs, then diagnose the two bundles. kwargs go to diagnose().
 
     capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
     interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.
+    target_dtype / target_autocast: a precision port, the target captured in that dtype or under
+    torch.autocast to it (porter.capture.precision).
     """
     from porter.capture.options import CaptureOptions
     from porter.inputs import resolve_pair
@@ -425,7 +428,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     t0 = time.perf_counter()
     with resolve_pair(source, target, out_dir, model=model,
                       options=capture_options or CaptureOptions(**LIVE_OPTIONS), interleave=interleave,
-                      progress=progress) as pair:
+                      target_dtype=target_dtype, target_autocast=target_autocast, progress=progress) as pair:
         read = time.perf_counter() - t0
         return diagnose(pair.source, pair.target, out_dir, model=pair.model, catalogue=cat,
                         progress=progress, seconds={"read": read}, paired_timing=pair.paired_timing,

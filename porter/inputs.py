@@ -101,12 +101,14 @@ def scratch_dir(workdir: Path, role: str) -> Path:
 
 @contextlib.contextmanager
 def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *, model: str | None = None,
-                 options: Any = None, interleave: Any = None,
+                 options: Any = None, interleave: Any = None, target_dtype: str = "", target_autocast: str = "",
                  progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
     """Open or capture both sides. With no model and both sides naming targets, the default
     built-in model runs. options: porter.capture.options.CaptureOptions for live sides.
     When both sides ran here, their prepared forwards are then timed against each other
     (porter.capture.interleaved; interleave: its InterleaveOptions) for the headline.
+    target_dtype / target_autocast: a precision port (porter.capture.precision): only the target
+    side runs cast (or under torch.autocast).
     Scratch capture folders under workdir are removed when the block ends, however it ends.
     """
     specs = [classify(source, "source"), classify(target, "target")]
@@ -117,16 +119,20 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
             from porter.capture.threads import applied, current
 
             threads = stack.enter_context(applied(current()))
-        yield from _resolve(specs, live, workdir, model, options, interleave, progress, threads)
+        yield from _resolve(specs, live, workdir, model, options, interleave, progress, threads,
+                            target_dtype, target_autocast)
 
 
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
-             interleave: Any, progress: Progress, threads: Any) -> Iterator[ResolvedPair]:
+             interleave: Any, progress: Progress, threads: Any, target_dtype: str = "",
+             target_autocast: str = "") -> Iterator[ResolvedPair]:
     if live and model is None and len(live) < 2:
         raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
                           hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
                                "or a bundle or trace file for that side")
     model_spec = None
+    if target_dtype or target_autocast:
+        options = check_target_precision(specs[1], target_dtype, target_autocast, options)
     if live:
         from porter.capture.models import DEFAULT_MODEL, load_model
 
@@ -142,12 +148,48 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
         if not live and parallel_read_pays(specs):
             bundles = open_in_parallel([s.path for s in specs])
         else:
-            bundles = [open_side(s, model_spec, scratch.get(s.role), options, progress, runs) for s in specs]
+            bundles = [open_side(s, model_spec, scratch.get(s.role),
+                                 side_options(options, s.role, target_dtype, target_autocast), progress, runs)
+                       for s in specs]
         yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, threads),
                            live=len(live) == 2)
     finally:
         for path in scratch.values():
             shutil.rmtree(path, ignore_errors=True)
+
+
+def check_target_precision(spec: InputSpec, dtype: str, autocast: str, options: Any) -> Any:
+    """--dtype / --autocast name what the target's stack runs, and the target is captured now;
+    else a one-line error before anything is captured. The options without them (the source's)."""
+    import dataclasses
+
+    from porter.capture import precision as p
+    from porter.capture.options import CaptureOptions
+
+    flag = "--dtype" if dtype else "--autocast"
+    if dtype and autocast:
+        raise PorterError("--dtype and --autocast are two ways to lower precision; give one")
+    name = p.parse_dtype(dtype or autocast)
+    if spec.kind is not InputKind.TARGET:
+        raise PorterError(f"{flag} {name} applies to a target captured now, and --to {spec.text} is a recorded {spec.kind.value}",
+                          hint=f"capture the bundle with `porter capture MODEL --on TARGET {flag} {name}`, or give --to a target")
+    from porter.targets import resolve
+
+    target, stack = resolve(spec.text)
+    if dtype:
+        p.check_supported(stack, name, spec.text)
+    else:
+        p.check_autocast(stack, name, spec.text)
+    return dataclasses.replace(options or CaptureOptions(), dtype="", autocast="")
+
+
+def side_options(options: Any, role: str, target_dtype: str, target_autocast: str = "") -> Any:
+    """The target of a precision port runs cast to target_dtype (or under autocast); the source as given."""
+    import dataclasses
+
+    if not (target_dtype or target_autocast) or role != "target" or options is None:
+        return options
+    return dataclasses.replace(options, dtype=target_dtype, autocast=target_autocast)
 
 
 def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None) -> Any:

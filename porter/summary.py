@@ -217,7 +217,9 @@ def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
 def accuracy_lines(acc: dict | None, width: int) -> list[str]:
     if not acc:
         return wrap("accuracy: not compared (no saved tensors; a live diagnose of a MODEL compares them)", width)
-    lines = wrap(f"accuracy ({acc['dtype']}, {acc['metric']}, tolerance {acc['tolerance']:.0e}):", width)
+    port = acc.get("precision") or {}
+    dtype = f"{port['source_dtype']} → {port['target_dtype']}, tolerances of {acc['dtype']}" if port else acc["dtype"]
+    lines = wrap(f"accuracy ({dtype}, {acc['metric']}, tolerance {acc['tolerance']:.0e}):", width)
     for text in acc.get("findings", []):
         lines += wrap(text, width, "  ")
     return lines

@@ -260,7 +260,26 @@ def _accuracy(d: Any) -> Accuracy | None:
     if tols and not note:
         note = f"Tolerance: relative L2 {max(tols):.0e}" + (f" for {dtype}" if dtype else "") + "."
     return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows,
-                    op_paths=_op_paths(info.get("ops") or {}), not_compared=_gaps(info))
+                    op_paths=_op_paths(info.get("ops") or {}), not_compared=_gaps(info),
+                    precision=_precision(info.get("precision") or {}))
+
+
+def _precision(p: dict) -> list[str]:
+    """A precision port's sentences: the dtypes and tolerance, the rule, the modules beyond the dtype."""
+    if not p:
+        return []
+    d = p.get("dtype", "")
+    out = [f"Precision port: the source ran {p.get('source_dtype')}, the target {p.get('target_dtype')} "
+           f"({p.get('how', '')}); tolerance relative L2 {_f(p.get('tolerance')) or 0:.0e} ({p.get('tolerance_reason', '')}).",
+           str(p.get("rule", ""))]
+    beyond = list(p.get("beyond_dtype") or [])
+    if beyond:
+        out.append(f"Losing more than {d} implies: {', '.join(m or '(model)' for m in beyond)}.")
+    elif p.get("judged"):
+        gaps = len(p.get("no_verdict") or {})
+        out.append(f"No module loses more than {d} implies ({p.get('judged_modules', 0)} judged against float64"
+                   + (f"; {gaps} without a verdict" if gaps else "") + ").")
+    return out
 
 
 def _op_paths(ops: dict) -> list[str]:
@@ -270,7 +289,8 @@ def _op_paths(ops: dict) -> list[str]:
         if o.get("op"):
             ins = ", ".join(f"{i.get('dtype', '')}{i.get('shape', '')}" for i in (o.get("inputs") or [])[:3])
             out.append(f"model → {module} → #{o.get('index')} {o['op']}({ins}): error {fmt_sci(_f(o.get('chained_rel_l2')))} "
-                       f"carried to it, {fmt_sci(_f(o.get('local_rel_l2')))} alone. {o.get('verdict', '')}")
+                       f"carried to it, {fmt_sci(_f(o.get('local_rel_l2')))} alone. {o.get('verdict', '')}"
+                       + (f" ({o['dtype_words']})" if o.get("dtype_words") else ""))
         else:
             out.append(f"model → {module}: op not located ({o.get('why', '')})")
     return out

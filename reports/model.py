@@ -119,6 +119,7 @@ class Accuracy:
     rows: list[AccuracyRow]
     op_paths: list[str] = field(default_factory=list)  # "model > module > op ..." per module that introduces error
     not_compared: list[tuple[str, str]] = field(default_factory=list)  # (module, why) incl. modules without a local error
+    precision: list[str] = field(default_factory=list)  # a precision port: its dtypes, rule and verdicts
 
     @property
     def headline(self) -> str:

@@ -19,3 +19,5 @@ class CaptureOptions:
     repeats: int = 20  # timed whole forwards (unprofiled)
     activations: bool = True
     full_modules: tuple[str, ...] = ()  # module paths whose full calls are saved (`--modules`); the rest are sketched
+    dtype: str = ""  # run the model cast to this dtype (`--dtype`, porter.capture.precision); "" = as given
+    autocast: str = ""  # run the model's forward under torch.autocast to this dtype (`--autocast`); "" = no

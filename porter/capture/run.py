@@ -149,15 +149,41 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
     spec, stack = resolve(target)
     stack.availability(spec.device).raise_if_missing(spec.text)
     model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
+    model, precision = _precision(model, stack, spec, opts)
     device = stack.resolve_device(spec.device)
     with third_party_output() as native:  # Kineto's USDT lines, JAX's warnings: into the bundle's log
-        result = _run(model, spec, stack, device, Path(dest), opts, progress)
+        result = _run(model, spec, stack, device, Path(dest), opts, progress, precision)
     native.save(result.path)
     return result
 
 
+def _precision(model: ModelSpec, stack: Stack, spec: Any, opts: CaptureOptions) -> tuple[ModelSpec, dict[str, Any]]:
+    """The model as the precision port asks (--dtype casts it, --autocast wraps its forward),
+    and the manifest's `precision` record ({} when neither is asked)."""
+    if not (opts.dtype or opts.autocast):
+        return model, {}
+    from porter.capture import precision as p
+
+    if opts.dtype and opts.autocast:
+        raise PorterError("--dtype and --autocast are two ways to lower precision; give one")
+    if opts.dtype:
+        dtype = p.parse_dtype(opts.dtype)
+        p.check_supported(stack, dtype, spec.text)
+        return p.cast_model(model, dtype), {
+            "dtype": dtype, "model_dtype": p.torch_name(model.dtype) or str(model.dtype),
+            "how": "floating weights, buffers and inputs cast to the dtype (--dtype); integer inputs kept"}
+    dtype = p.parse_dtype(opts.autocast)
+    p.check_autocast(stack, dtype, spec.text)
+    device_type = p.autocast_device(stack.resolve_device(spec.device))
+    return p.autocast_model(model, dtype, device_type), {
+        "dtype": dtype, "autocast": dtype, "autocast_device": device_type,
+        "model_dtype": p.torch_name(model.dtype) or str(model.dtype),
+        "how": f"the forward under torch.autocast({device_type!r}, {dtype}) (--autocast): weights and inputs as given, "
+               "matmuls and convolutions in the lower dtype"}
+
+
 def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opts: CaptureOptions,
-         progress: Progress) -> CaptureResult:
+         progress: Progress, precision: dict[str, Any] | None = None) -> CaptureResult:
     """Steps 2-7 of the module doc, for a resolved, available target."""
     from profilers.detect import read_trace
 
@@ -221,6 +247,7 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
                 "top_modules": top_modules(ops),
             },
             trace_meta=result.meta.extra,
+            **({"precision": precision} if precision else {}),
         )
         write_manifest(tmp, manifest)
     return CaptureResult(dest, manifest, ops, prepared, stack)

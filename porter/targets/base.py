@@ -233,6 +233,9 @@ class Stack(abc.ABC):
     no_module_runs: str = ""  # why run_module is not offered on this stack ("" = it is)
     no_op_runs: str = ""  # why run_op is not offered on this stack ("" = it is)
     native_module_outputs: bool = True  # module_activations reflect this stack's own numerics
+    dtypes: tuple[str, ...] = ("fp32", "fp64", "bf16", "fp16")  # what `--dtype` may ask of it (porter.capture.precision)
+    dtype_note: str = ""  # why a dtype is missing from dtypes
+    autocast_note: str = ""  # why `--autocast` is not offered ("" = the model's forward may run under torch.autocast)
 
     # ---- public API (shared) ----
     def availability(self, device: str) -> Availability:

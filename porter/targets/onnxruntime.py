@@ -204,6 +204,9 @@ class OrtStack(Stack):
     # Exporting each submodule by itself takes ~8 s on two cores (dynamo export + session).
     no_module_runs = "exporting every submodule to ONNX separately takes seconds per module; local error is not measured"
     no_op_runs = "ONNX Runtime runs exported graphs, not single aten ops; op-level replay is not offered"
+    dtypes = ("fp32",)
+    autocast_note = "the ONNX export of an autocast forward is not a graph porter runs"
+    dtype_note = "porter exports the model as it is given and runs it on ORT's execution providers, which lack half-precision kernels for many ops"
 
     def availability_impl(self, device: str) -> Availability:
         for pkg in ("onnxruntime", "onnxscript", "onnx"):

@@ -114,6 +114,9 @@ class XlaStack(Stack):
     devices = ("tpu", "cpu", "cuda", "rocm")
     trace_format = "xplane"
     module_attribution = "hooks"
+    dtypes = ("fp32", "bf16", "fp16")
+    dtype_note = "JAX runs float64 as float32 unless jax_enable_x64 is set, which porter does not set"
+    autocast_note = "torch.autocast does not reach torchax's jax arrays (the model would silently run float32)"
 
     def __init__(self) -> None:
         self._compiled_calls: dict[tuple, tuple[Any, dict[str, Any]]] = {}  # run_call's jitted programs
