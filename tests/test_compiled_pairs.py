@@ -90,12 +90,13 @@ def _check_grouping(d: dict, out: Path, compiled_side: str) -> None:
     # the regions' groups hold nearly all the time, and no group is a region beside stray ops
     for side in ("source", "target"):
         assert sum(g[f"{side}_us"] for g in comp) >= 0.95 * sum(g[f"{side}_us"] for g in groups)
-    whole = d["end_to_end"]["ratio"]
-    for g in comp:  # each step's group within 1.5x of the median-step ratio (steps vary by load)
-        assert whole / 1.5 <= g["ratio"] <= whole * 1.5, (g["ratio"], whole)
+    # each step's group holds that whole step's eager forward: the same eager op count in every
+    # step (timing-free, so load on a shared runner cannot move it)
+    assert len({g[eager_n] for g in comp}) == 1, [g[eager_n] for g in comp]
     total = sum(g["source_us"] + g["target_us"] for g in groups)
     heavy = [g for g in groups if g["source_us"] + g["target_us"] > 0.01 * total]
-    assert max(max(g["ratio"], 1 / g["ratio"]) for g in heavy) < 5  # was up to 1164x
+    # was 238-3307x (a region against a few stray ops); ~2x quiet, wider when load stalls a step
+    assert max(max(g["ratio"], 1 / g["ratio"]) for g in heavy) < 10
     cov = d["alignment"]["coverage"]
     assert cov["source"] >= 0.99 and cov["target"] >= 0.99, cov
 
