@@ -135,8 +135,31 @@ def stage_progress(title: str, stages: tuple[str, ...]) -> Iterator[Callable[[st
             i = stage_of(msg, stages)
             bar.update(task, description=msg, **({"completed": i} if i is not None else {}))
 
-        yield progress
+        with _file_bars(bar):
+            yield progress
         bar.update(task, completed=len(stages))
+
+
+@contextlib.contextmanager
+def _file_bars(bar: Any) -> Iterator[None]:
+    """One more row of `bar` per big trace while it is read (MiB decompressed so far; the
+    parallel readers relay theirs, porter/inputs.py): rich allows one live display at a time."""
+    from rich.markup import escape
+
+    from profilers import progress as read_progress_hook
+
+    rows: dict[Path, Any] = {}
+
+    def report(path: Path, done: int, total: int) -> None:
+        if path not in rows:
+            rows[path] = bar.add_task(f"reading {escape(shown(path.name))} (MiB)", total=max(1, total >> 20))
+        bar.update(rows[path], completed=done >> 20)
+
+    read_progress_hook.set_reporter(report)
+    try:
+        yield
+    finally:
+        read_progress_hook.set_reporter(None)
 
 
 DEBUG = {"on": False}  # set by the global --debug option
@@ -218,6 +241,16 @@ def fail(exc: PorterError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
+def imports_settled() -> None:
+    """Called once a command's heavy imports are in (pandas, pyarrow): those objects live until
+    the process ends, so they leave the cyclic collector's generations (gc.freeze) instead of
+    being rescanned by every full collection the analysis triggers. Measured on the corpus Qwen
+    pair diagnosis: ~0.25 s less CPU of ~1.6 s. CLI only: a library never freezes its caller's heap."""
+    import gc
+
+    gc.freeze()
+
+
 @app.command()
 def ingest(
     traces: list[Path] = typer.Argument(..., help="Trace files: Kineto JSON(.gz), XPlane .xplane.pb, rocprofv3 JSON, ONNX Runtime profile JSON."),
@@ -232,6 +265,7 @@ def ingest(
     from porter.bundle import load_bundle
     from porter.ingest import ingest as ingest_one
 
+    imports_settled()
     set_max_inflate(max_inflate)
     failed, written = 0, set()
     for trace in traces:
@@ -283,6 +317,7 @@ def show(
     from porter.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
+    imports_settled()
     set_max_inflate(max_inflate)
     if by not in GROUPINGS:
         fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
@@ -384,6 +419,7 @@ def diagnose(
     from porter.diagnose import diagnose_specs, render_reports
     from porter.summary import summary_lines
 
+    imports_settled()
     set_max_inflate(max_inflate)
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
