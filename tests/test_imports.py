@@ -70,6 +70,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     assert "\x1b" not in said[0]
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
+    assert "pydantic" not in mods  # str/Path/int/float options coerced without typer's adapters (porter/cli_params.py)
     seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
     assert set(PHASES) <= set(seconds), seconds  # every phase timed, render included
     assert all(seconds[k] >= 0 for k in PHASES)
@@ -86,3 +87,18 @@ def test_library_modules_import_no_stack(module: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_plain_options_still_refuse_bad_values(tmp_path: Path) -> None:
+    """Coerced without pydantic (porter/cli_params.py), a bad number is still a usage error (exit 2)
+    naming the option, and a good one still works."""
+    for args, option, word in ((["show", FIXTURES / "cpu_mlp.json.gz", "--top", "abc"], "--top", "integer"),
+                               (["ingest", FIXTURES / "cpu_mlp.json.gz", "-o", tmp_path, "--max-inflate", "zz"],
+                                "--max-inflate", "number")):
+        proc = subprocess.run([sys.executable, "-m", "porter", *map(str, args)], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert option in proc.stderr and f"is not a valid {word}" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "porter", "show", str(FIXTURES / "cpu_mlp.json.gz"), "--top", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

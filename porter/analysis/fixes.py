@@ -375,10 +375,25 @@ def applies_mask(cond: Mapping[str, Any], sym: pd.DataFrame) -> np.ndarray:
             if key in ("op_status", "has_decomposition") and not applies({key: want}, {}):
                 mask[:] = False
             continue  # other keys: applies() reads only the columns its known keys name
+        if key in THRESHOLDS:  # a number per row (ratios are nearly all distinct): compared as one array
+            ok = _threshold_mask(sym[col], want, THRESHOLDS[key][1])
+            if ok is not None:
+                mask &= ok
+                continue
         codes, uniques = pd.factorize(sym[col], use_na_sentinel=False)
         ok = np.fromiter((applies({key: want}, {col: u}) for u in uniques), dtype=bool, count=len(uniques))
         mask &= ok[codes]
     return mask
+
+
+def _threshold_mask(values: pd.Series, want: float, sign: int) -> np.ndarray | None:
+    """applies()'s threshold rule over a whole column (NaN never satisfies); None when the
+    column does not convert to floats, for the per-value path."""
+    try:
+        v = values.to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError):
+        return None
+    return ~np.isnan(v) & ((v >= want) if sign > 0 else (v <= want))
 
 
 # ---- ranking ----------------------------------------------------------------------------
