@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 PLAIN = (str, int, float)
 
@@ -32,7 +32,13 @@ def install() -> bool:
         """str/int/float by the type's own constructor; Path by typer's own path check."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            kind = self.annotation
+            if get_origin(self.annotation) is list:  # list[X]: each value as an X (one value alone too)
+                (item,) = get_args(self.annotation)
+                values = value if isinstance(value, (list, tuple)) else [value]
+                return [self._one(item, v, param, ctx) for v in values]
+            return self._one(self.annotation, value, param, ctx)
+
+        def _one(self, kind: Any, value: Any, param: Any, ctx: Any) -> Any:
             if kind is Path:
                 path_type = self.parameter_info.path_type or kind
                 if isinstance(value, str) and isinstance(path_type, type) and issubclass(path_type, Path):
@@ -71,10 +77,14 @@ def install() -> bool:
 
 
 def plain(descriptor: Any) -> bool:
-    """A parameter whose value needs no more than its type's constructor (or typer's path check)."""
+    """A parameter whose value (or each value of a list) needs no more than its type's
+    constructor (or typer's path check)."""
     info, kind = descriptor.parameter_info, descriptor.annotation
     if descriptor.file_annotation is not None or getattr(info, "parser", None) is not None:
         return False
+    if get_origin(kind) is list:
+        args = get_args(kind)
+        kind = args[0] if len(args) == 1 else None
     if kind is Path:
         return True
     if kind not in PLAIN:

@@ -57,6 +57,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     kineto, xplane = FIXTURES / "cpu_mlp.json.gz", FIXTURES / "xla_cpu_mlp.xplane.pb"
     mods = loaded_by("ingest", kineto, xplane, "-o", tmp_path / "bundles")
     assert "pandas" in mods and not mods & ML_STACKS, sorted(mods & ML_STACKS)
+    assert "pydantic" not in mods  # list[Path] too (porter/cli_params.py)
     bundle = next((tmp_path / "bundles").iterdir())
     for target in (kineto, bundle):
         mods = loaded_by("show", target, "--by", "module")
