@@ -29,7 +29,8 @@ try:
 except SystemExit as exc:
     code = exc.code or 0
 sys.stdout.flush()
-print("\\nMODULES " + json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+import gc
+print("\\nMODULES " + json.dumps({"code": code, "gc": gc.isenabled(), "modules": sorted({m.split(".")[0] for m in sys.modules})}))
 """
 
 
@@ -42,6 +43,8 @@ def loaded_by(*args: str | Path, stderr: list[str] | None = None) -> set[str]:
     line = proc.stdout.rsplit("MODULES ", 1)[-1]
     result = json.loads(line)
     assert result["code"] == 0, proc.stdout + proc.stderr
+    if args[0] != "--help":  # main() holds the collector off for the imports; every command turns it back on
+        assert result["gc"], args
     if stderr is not None:
         stderr.append(proc.stderr)
     return set(result["modules"])
