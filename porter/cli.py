@@ -67,7 +67,24 @@ class LazyConsole:
             self._console = Console(stderr=self._stderr)
         return self._console
 
+    def _plain(self) -> Any:
+        """The raw stream when rich would only copy plain text to it: no console built yet
+        (tests install their own), not a terminal by rich's rule (isatty; FORCE_COLOR and
+        TTY_COMPATIBLE=1 force one). Saves importing rich (~0.03 s) on pipes and in scripts."""
+        if self._console is not None or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
+            return None
+        stream = sys.stderr if self._stderr else sys.stdout
+        try:
+            return None if stream.isatty() else stream
+        except (AttributeError, ValueError):
+            return None
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
+        plain = self._plain() if len(objects) == 1 and isinstance(objects[0], str) else None
+        if plain is not None and kwargs.get("markup") is False and (
+                kwargs.get("soft_wrap") is True or _one_short_line(objects[0])):
+            plain.write(objects[0] + "\n")  # what rich writes for unstyled, unwrapped text off a terminal
+            return
         self.console.print(*objects, **kwargs)
 
     def status(self, *args: Any, **kwargs: Any) -> Any:
@@ -75,11 +92,32 @@ class LazyConsole:
 
     @property
     def width(self) -> int:
+        if self._plain() is not None:  # rich's rule off a terminal: any std stream's terminal, COLUMNS, else 80
+            return _columns()
         return int(self.console.width)
 
     @property
     def is_terminal(self) -> bool:
+        if self._plain() is not None:
+            return False
         return bool(self.console.is_terminal)
+
+
+def _one_short_line(text: str) -> bool:
+    """Text rich would not wrap: one ASCII line narrower than the console."""
+    return text.isascii() and "\n" not in text and len(text) < _columns()
+
+
+def _columns() -> int:
+    width = 0
+    for fd in (0, 1, 2):
+        try:
+            width = os.get_terminal_size(fd).columns
+            break
+        except (AttributeError, ValueError, OSError):
+            continue
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else (width or 80)
 
 
 out = LazyConsole()

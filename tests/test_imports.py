@@ -75,6 +75,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
     assert "pydantic" not in mods  # str/Path/int/float options coerced without typer's adapters (porter/cli_params.py)
+    assert "rich" not in mods  # on a pipe every line is plain text: rich stays unimported
     seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
     assert set(PHASES) <= set(seconds), seconds  # every phase timed, render included
     assert all(seconds[k] >= 0 for k in PHASES)
