@@ -291,9 +291,13 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         (groups["target_kernels"] == 0) & (groups["source_kernels"] > 0) & (host > 0))
     shapes = _col(groups, "input_shapes", "").fillna("").astype(str)
     dtypes_json = _col(groups, "dtypes", "").fillna("").astype(str)
-    mis = [bool(misaligned_dims(fo, oc, sh, dj, dv, dt)) for fo, oc, sh, dj, dv, dt in zip(
+    # once per distinct op, shapes and device (groups repeat a layer's ops), not per group
+    seen_mis: dict[tuple[str, ...], bool] = {}
+    mis = [seen_mis[k] if k in seen_mis else seen_mis.setdefault(k, bool(misaligned_dims(*k))) for k in zip(
         groups["framework_op"].astype(str), groups["op_class"].astype(str), shapes, dtypes_json, dev, dtype)]
-    fused_op = [bool(FUSED_ATTENTION.search(a) or FUSED_ATTENTION.search(b)) for a, b in zip(
+    seen_fused: dict[tuple[str, str], bool] = {}
+    fused_op = [seen_fused[k] if k in seen_fused else seen_fused.setdefault(
+        k, bool(FUSED_ATTENTION.search(k[0]) or FUSED_ATTENTION.search(k[1]))) for k in zip(
         groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))]
     already_fused = _col(groups, "already_fused", False).fillna(False).astype(bool).to_numpy() | np.array(fused_op, dtype=bool)
     local = _col(groups, "local_error", np.nan).to_numpy(np.float64)
