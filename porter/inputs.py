@@ -217,10 +217,39 @@ def parallel_read_pays(specs: list[InputSpec]) -> bool:
 
 def open_in_parallel(paths: list[Path]) -> list[Bundle]:
     """open_any on each path in its own forked process (the readers are already imported, so a
-    child starts in milliseconds); a PorterError in either child is raised here."""
+    child starts in milliseconds); a PorterError in either child is raised here. A child's
+    read progress (profilers/progress.py) comes back over a queue and is reported here, so
+    the CLI draws one bar per trace while both are read."""
+    from profilers import progress
+
     ctx = mp.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=len(paths), mp_context=ctx) as pool:
-        return list(pool.map(open_any, paths))
+    reporter = progress.current_reporter()
+    queue = ctx.SimpleQueue() if reporter is not None else None
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(paths), mp_context=ctx,
+                                                initializer=_report_to, initargs=(queue,)) as pool:
+        futures = [pool.submit(open_any, p) for p in paths]
+        if reporter is not None and queue is not None:
+            _relay(queue, futures, reporter)
+        return [f.result() for f in futures]
+
+
+def _report_to(queue: Any) -> None:
+    """In a forked reader: progress goes to the parent over `queue` (or nowhere)."""
+    from profilers import progress
+
+    progress.set_reporter(None if queue is None else lambda path, done, total: queue.put((str(path), done, total)))
+
+
+def _relay(queue: Any, futures: list[concurrent.futures.Future], reporter: Callable[[Path, int, int], None]) -> None:
+    """Hand the children's progress to the parent's reporter until both reads end."""
+    while True:
+        finished = all(f.done() for f in futures) or any(f.done() and f.exception() is not None for f in futures)
+        while not queue.empty():  # a child puts before it returns: drained after the last one ends
+            path, done, total = queue.get()
+            reporter(Path(path), done, total)
+        if finished:
+            return
+        concurrent.futures.wait(futures, timeout=0.05, return_when=concurrent.futures.FIRST_EXCEPTION)
 
 
 def open_side(spec: InputSpec, model_spec: Any, scratch: Path | None, options: Any, progress: Progress,

@@ -20,6 +20,11 @@ def set_reporter(reporter: Optional[Reporter]) -> None:
     _reporter = reporter
 
 
+def current_reporter() -> Optional[Reporter]:
+    """The reporter now set (a parallel read relays its children's progress to it)."""
+    return _reporter
+
+
 def for_file(path: Path, total: int) -> Optional[Callable[[int], None]]:
     """A callback taking bytes done for this file, or None when no one is listening or
     the file is small."""

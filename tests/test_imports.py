@@ -29,7 +29,8 @@ try:
 except SystemExit as exc:
     code = exc.code or 0
 sys.stdout.flush()
-print("\\nMODULES " + json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+import gc
+print("\\nMODULES " + json.dumps({"code": code, "gc": gc.isenabled(), "modules": sorted({m.split(".")[0] for m in sys.modules})}))
 """
 
 
@@ -42,6 +43,8 @@ def loaded_by(*args: str | Path, stderr: list[str] | None = None) -> set[str]:
     line = proc.stdout.rsplit("MODULES ", 1)[-1]
     result = json.loads(line)
     assert result["code"] == 0, proc.stdout + proc.stderr
+    if args[0] != "--help":  # main() holds the collector off for the imports; every command turns it back on
+        assert result["gc"], args
     if stderr is not None:
         stderr.append(proc.stderr)
     return set(result["modules"])
@@ -57,6 +60,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     kineto, xplane = FIXTURES / "cpu_mlp.json.gz", FIXTURES / "xla_cpu_mlp.xplane.pb"
     mods = loaded_by("ingest", kineto, xplane, "-o", tmp_path / "bundles")
     assert "pandas" in mods and not mods & ML_STACKS, sorted(mods & ML_STACKS)
+    assert "pydantic" not in mods  # list[Path] too (porter/cli_params.py)
     bundle = next((tmp_path / "bundles").iterdir())
     for target in (kineto, bundle):
         mods = loaded_by("show", target, "--by", "module")
@@ -70,6 +74,8 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     assert "\x1b" not in said[0]
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
+    assert "pydantic" not in mods  # str/Path/int/float options coerced without typer's adapters (porter/cli_params.py)
+    assert "rich" not in mods  # on a pipe every line is plain text: rich stays unimported
     seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
     assert set(PHASES) <= set(seconds), seconds  # every phase timed, render included
     assert all(seconds[k] >= 0 for k in PHASES)
@@ -86,3 +92,18 @@ def test_library_modules_import_no_stack(module: str) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_plain_options_still_refuse_bad_values(tmp_path: Path) -> None:
+    """Coerced without pydantic (porter/cli_params.py), a bad number is still a usage error (exit 2)
+    naming the option, and a good one still works."""
+    for args, option, word in ((["show", FIXTURES / "cpu_mlp.json.gz", "--top", "abc"], "--top", "integer"),
+                               (["ingest", FIXTURES / "cpu_mlp.json.gz", "-o", tmp_path, "--max-inflate", "zz"],
+                                "--max-inflate", "number")):
+        proc = subprocess.run([sys.executable, "-m", "porter", *map(str, args)], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert option in proc.stderr and f"is not a valid {word}" in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "porter", "show", str(FIXTURES / "cpu_mlp.json.gz"), "--top", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

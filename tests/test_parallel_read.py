@@ -45,3 +45,26 @@ def test_parallel_read_raises_the_childs_error(monkeypatch: pytest.MonkeyPatch, 
 def test_small_traces_are_read_in_process() -> None:
     specs = [inputs.classify(FIXTURES / "cpu_mlp.json.gz", "source"), inputs.classify(FIXTURES / "ort_mlp.json", "target")]
     assert not inputs.parallel_read_pays(specs)  # kilobytes: a fork would cost more than it saves
+
+
+def test_parallel_read_relays_each_traces_progress(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Forked readers report their decompression to the parent's reporter: one bar per trace."""
+    from profilers import progress
+
+    src, tgt = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    src.write_bytes((FIXTURES / "cpu_mlp.json.gz").read_bytes())
+    tgt.write_bytes((FIXTURES / "cpu_mlp.json.gz").read_bytes())
+    monkeypatch.setattr(inputs, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(progress, "MIN_BYTES", 0)  # kilobyte fixtures: report them as if big
+    seen: dict[Path, list[tuple[int, int]]] = {}
+    progress.set_reporter(lambda path, done, total: seen.setdefault(path, []).append((done, total)))
+    try:
+        got = inputs.open_in_parallel([src, tgt])
+    finally:
+        progress.set_reporter(None)
+    assert [b.path for b in got] == [src, tgt]
+    assert set(seen) == {src, tgt}
+    for path, reports in seen.items():
+        size = path.stat().st_size
+        assert reports[-1] == (size, size)  # the last report: every compressed byte consumed
+        assert [d for d, _ in reports] == sorted(d for d, _ in reports)

@@ -26,3 +26,24 @@ def test_stage_of_names_the_bar_position() -> None:
     assert [cli.stage_of(m, cli.DIAGNOSE_STAGES) for m in
             ("reading target: b.json.gz", "aligning and attributing", "source cpu: timing 10 forwards",
              "writing diagnosis.json and the two bundles", "writing reports")] == [0, 1, None, 2, 3]
+
+
+def test_terminal_bar_has_a_row_per_trace_read(monkeypatch) -> None:
+    """While diagnose reads, each big trace gets its own row (MiB decompressed of MiB); the
+    reporter is unset when the bar ends, so later reads draw nothing."""
+    from pathlib import Path
+
+    from profilers import progress as hook
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli.err, "_console", Console(file=screen, force_terminal=True, width=120))
+    with cli.stage_progress("diagnosing", cli.DIAGNOSE_STAGES):
+        reporter = hook.current_reporter()
+        assert reporter is not None
+        for done in (0, 3 << 20, 8 << 20):
+            reporter(Path("/t/h100.json.gz"), done, 8 << 20)
+            reporter(Path("/t/[b]mi300x.json.gz"), done // 2, 8 << 20)
+    text = screen.getvalue()
+    assert "reading h100.json.gz (MiB)" in text and "8/8" in text
+    assert "reading [b]mi300x.json.gz (MiB)" in text and "4/8" in text  # a name is never read as markup
+    assert hook.current_reporter() is None

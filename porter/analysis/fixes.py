@@ -291,9 +291,13 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         (groups["target_kernels"] == 0) & (groups["source_kernels"] > 0) & (host > 0))
     shapes = _col(groups, "input_shapes", "").fillna("").astype(str)
     dtypes_json = _col(groups, "dtypes", "").fillna("").astype(str)
-    mis = [bool(misaligned_dims(fo, oc, sh, dj, dv, dt)) for fo, oc, sh, dj, dv, dt in zip(
+    # once per distinct op, shapes and device (groups repeat a layer's ops), not per group
+    seen_mis: dict[tuple[str, ...], bool] = {}
+    mis = [seen_mis[k] if k in seen_mis else seen_mis.setdefault(k, bool(misaligned_dims(*k))) for k in zip(
         groups["framework_op"].astype(str), groups["op_class"].astype(str), shapes, dtypes_json, dev, dtype)]
-    fused_op = [bool(FUSED_ATTENTION.search(a) or FUSED_ATTENTION.search(b)) for a, b in zip(
+    seen_fused: dict[tuple[str, str], bool] = {}
+    fused_op = [seen_fused[k] if k in seen_fused else seen_fused.setdefault(
+        k, bool(FUSED_ATTENTION.search(k[0]) or FUSED_ATTENTION.search(k[1]))) for k in zip(
         groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))]
     already_fused = _col(groups, "already_fused", False).fillna(False).astype(bool).to_numpy() | np.array(fused_op, dtype=bool)
     local = _col(groups, "local_error", np.nan).to_numpy(np.float64)
@@ -375,10 +379,25 @@ def applies_mask(cond: Mapping[str, Any], sym: pd.DataFrame) -> np.ndarray:
             if key in ("op_status", "has_decomposition") and not applies({key: want}, {}):
                 mask[:] = False
             continue  # other keys: applies() reads only the columns its known keys name
+        if key in THRESHOLDS:  # a number per row (ratios are nearly all distinct): compared as one array
+            ok = _threshold_mask(sym[col], want, THRESHOLDS[key][1])
+            if ok is not None:
+                mask &= ok
+                continue
         codes, uniques = pd.factorize(sym[col], use_na_sentinel=False)
         ok = np.fromiter((applies({key: want}, {col: u}) for u in uniques), dtype=bool, count=len(uniques))
         mask &= ok[codes]
     return mask
+
+
+def _threshold_mask(values: pd.Series, want: float, sign: int) -> np.ndarray | None:
+    """applies()'s threshold rule over a whole column (NaN never satisfies); None when the
+    column does not convert to floats, for the per-value path."""
+    try:
+        v = values.to_numpy(dtype=float, na_value=np.nan)
+    except (TypeError, ValueError):
+        return None
+    return ~np.isnan(v) & ((v >= want) if sign > 0 else (v <= want))
 
 
 # ---- ranking ----------------------------------------------------------------------------
