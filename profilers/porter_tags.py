@@ -21,3 +21,29 @@ def module_from_tags(components: Iterable[str]) -> str | None:
         if comp.startswith(MODULE_TAG):
             found = comp[len(MODULE_TAG):]
     return None if found is None else found.replace(".", "/")
+
+
+CALL_TAG = "porter.call:"  # == porter.targets.call_tags.CALL_TAG (a test checks)
+
+
+def canonical_op(name: str) -> str:
+    """An op's name as both stacks can agree on it: no namespace, no overload, no dunder
+    (``aten::add.Tensor``, ``aten::add`` and ``__add__`` are all ``add``; see
+    porter.targets.call_tags for why torchax and eager name one call differently)."""
+    op = name.rpartition("::")[2].split(".")[0]
+    return op.strip("_") or op
+
+
+def call_from_tags(components: Iterable[str]) -> tuple[str, str, int] | None:
+    """(module path, canonical op, call index) of an op_name's scope components, from the
+    innermost ``porter.call:<op>#<k>`` tag and the module tag around it; None when untagged."""
+    module: str | None = None
+    found = None
+    for comp in components:
+        if comp.startswith(MODULE_TAG):
+            module = comp[len(MODULE_TAG):].replace(".", "/")
+        elif comp.startswith(CALL_TAG) and module is not None:
+            op, _, k = comp[len(CALL_TAG):].rpartition("#")
+            if op and k.isdigit():
+                found = (module, op, int(k))
+    return found

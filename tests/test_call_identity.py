@@ -1,0 +1,135 @@
+"""Per-op-call identity on real library models: the eager trace and the torchax-lowered
+program name each op call a module makes by the same (module, op, call index) key.
+
+Models: transformers' BERT and GPT-2 from small configs with random weights
+(tests/models/library_models.py). The eager side is read from a real Kineto trace with
+porter's module ranges; the xla side from the HLO op_name metadata of the lowered program.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+import pytest
+import torch
+
+from porter.analysis.call_identity import call_keys
+from porter.targets.base import module_hooks, torch_range
+from porter.targets.call_tags import CALL_TAG, CallCounter, _canonical, call_scope
+from profilers.porter_tags import CALL_TAG as READ_TAG
+from profilers.porter_tags import call_from_tags, canonical_op
+from profilers.xla_hlo import split_path
+from tests.models.library_models import bert_small, gpt2_small
+
+
+def test_tags_agree_between_writer_and_reader():
+    assert CALL_TAG == READ_TAG
+    for name in ("aten::add.Tensor", "aten::add", "__add__", "linear", "aten::native_layer_norm", "mylib::fancy_act"):
+        assert _canonical(name) == canonical_op(name)
+    assert canonical_op("aten::add.Tensor") == "add" and canonical_op("__getitem__") == "getitem"
+    parts = split_path("jit(f)/porter.module:/porter.module:a.b/porter.call:view#2/aten::view/reshape")
+    assert call_from_tags(parts) == ("a/b", "view", 2)
+    assert call_from_tags(split_path("jit(f)/porter.module:a/aten::view/reshape")) is None
+    assert call_scope("view", 2) == "porter.call:view#2"
+    assert call_from_tags(split_path(f"jit(f)/porter.module:/{call_scope('arange', 1)}/iota")) == ("", "arange", 1)
+
+
+def test_counter_counts_per_module_and_canonical_op():
+    c = CallCounter()
+    got = [c.index("m", n) for n in ("view", "aten::view.default", "linear", "__add__", "aten::add.Tensor")]
+    assert got == [0, 1, 0, 0, 1]
+    assert c.index("other", "aten::view") == 0  # counted per module
+    assert c.calls[-1] == ("other", "view", 0)
+
+
+def _eager_ops(module: torch.nn.Module, inputs: tuple, tmp_path) -> pd.DataFrame:
+    from profilers.detect import read_trace
+
+    path = tmp_path / "eager.json"
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with module_hooks(module, scope=lambda name: torch_range(name)):
+            module(*inputs)
+    prof.export_chrome_trace(str(path))
+    return read_trace(path, "kineto").ops
+
+
+def _xla_calls(module: torch.nn.Module, inputs: tuple) -> tuple[Counter, list[tuple[str, str, int]]]:
+    """The (module, op, k) keys the lowered program's HLO metadata carries, and the calls counted."""
+    import re
+
+    import jax
+
+    from porter.targets.base import ModuleTracker
+    from porter.targets.call_tags import torchax_call_scopes
+    from porter.targets.torchax_shim import import_torchax
+    from porter.targets.xla import jax_module_scopes
+
+    tx = import_torchax()
+    env = tx.default_env()
+    with torch.no_grad():
+        weights, fn = tx.extract_jax(module, env)
+    tracker = ModuleTracker()
+    counted: list = []
+
+    def traced(w, a):
+        with torch.no_grad(), jax_module_scopes(module, tracker=tracker), \
+                torchax_call_scopes(env, lambda: tracker.current) as counter:
+            out = fn(w, a)
+        counted.extend(counter.calls)
+        return out
+
+    text = jax.jit(traced).lower(weights, tuple(env.t2j_copy(x) for x in inputs)).as_text(debug_info=True)
+    keys = Counter()
+    for loc in set(re.findall(r'loc\("([^"]+)"', text)):
+        key = call_from_tags(split_path(loc))
+        if key is not None:
+            keys[key] += 1
+    return keys, counted
+
+
+# calls that do no work once lowered (views, eval-mode dropout, layout no-ops): no HLO op carries them
+NO_WORK = {"dropout", "expand", "slice", "contiguous", "view", "alias", "to", "select", "unsqueeze", "detach"}
+COMPUTE = {"linear", "matmul", "addmm", "bmm", "baddbmm", "layer_norm", "softmax", "gelu", "embedding", "tanh", "pow"}
+
+
+def _blocks(keys, prefix: str) -> set:
+    return {k for k in keys if k[0].startswith(prefix)}
+
+
+@pytest.mark.parametrize("factory, blocks", [(bert_small, "model/encoder/layer/"), (gpt2_small, "model/transformer/h/")])
+def test_eager_and_torchax_name_each_layer_call_alike(factory, blocks, tmp_path):
+    module, inputs = factory()
+    keys = call_keys(_eager_ops(module, inputs, tmp_path))
+    top = keys[keys["top"]]
+    eager = {(m, o, int(k)) for m, o, k in zip(top["module"], top["op"], top["k"])}
+    xla, counted = _xla_calls(module, inputs)
+    # inside the layers: every call that left work in the lowered program is an eager call of
+    # the same module, op and index, and every eager call that does work has its HLO ops
+    assert _blocks(xla, blocks) <= _blocks(eager, blocks)
+    missing = _blocks(eager, blocks) - set(xla)
+    assert {op for _, op, _ in missing} <= NO_WORK, sorted(missing)
+    assert len(_blocks(xla, blocks)) >= 20
+    # compute calls per module: the same count on both sides
+    per_side = [Counter(m for m, op, _ in side if op in COMPUTE and m.startswith(blocks)) for side in (eager, xla)]
+    assert per_side[0] == per_side[1] and sum(per_side[0].values()) >= 8
+    # every HLO op of a tagged call names a call porter counted while tracing
+    assert set(xla) <= set(counted)
+
+
+def test_whole_bert_agrees_and_wrappers_carry_their_call(tmp_path):
+    module, inputs = bert_small()
+    ops = _eager_ops(module, inputs, tmp_path)
+    keys = call_keys(ops).set_index("op_id")
+    top = keys[keys["top"]]
+    eager = {(m, o, int(k)) for m, o, k in zip(top["module"], top["op"], top["k"])}
+    xla, _ = _xla_calls(module, inputs)
+    assert set(xla) <= eager  # BERT: no Python-level indexing, every lowered call is an eager call
+    assert {op for _, op, _ in eager - set(xla)} <= NO_WORK
+    # aten::addmm under aten::linear carries the linear call's identity (the wrapper's compute child)
+    named = ops.set_index("op_id")["name"]
+    addmm = [i for i in keys.index if named.get(i) == "aten::addmm"]
+    assert len(addmm) == 12  # 2 layers x (q, k, v, attention output, intermediate, output)
+    assert all(keys.loc[i, "op"] == "linear" and not keys.loc[i, "top"] for i in addmm)
+    query = keys[(keys["module"] == "model/encoder/layer/0/attention/self/query") & (keys["op"] == "linear")]
+    assert set(query["k"]) == {0} and len(query) >= 3  # linear, its t and its addmm: one call
