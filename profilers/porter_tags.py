@@ -26,14 +26,6 @@ def module_from_tags(components: Iterable[str]) -> str | None:
 CALL_TAG = "porter.call:"  # == porter.targets.call_tags.CALL_TAG (a test checks)
 
 
-def canonical_op(name: str) -> str:
-    """An op's name as both stacks can agree on it: no namespace, no overload, no dunder
-    (``aten::add.Tensor``, ``aten::add`` and ``__add__`` are all ``add``; see
-    porter.targets.call_tags for why torchax and eager name one call differently)."""
-    op = name.rpartition("::")[2].split(".")[0]
-    return op.strip("_") or op
-
-
 def call_from_tags(components: Iterable[str]) -> tuple[str, str, int] | None:
     """(module path, canonical op, call index) of an op_name's scope components, from the
     innermost ``porter.call:<op>#<k>`` tag and the module tag around it; None when untagged."""

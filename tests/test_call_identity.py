@@ -16,17 +16,18 @@ import torch
 
 from porter.analysis.call_identity import call_keys
 from porter.targets.base import module_hooks, torch_range
-from porter.targets.call_tags import CALL_TAG, CallCounter, _canonical, call_scope
+from porter.opclass import canonical_op
+from porter.targets.call_tags import CALL_TAG, CallCounter, call_scope
 from profilers.porter_tags import CALL_TAG as READ_TAG
-from profilers.porter_tags import call_from_tags, canonical_op
+from profilers.porter_tags import call_from_tags
 from profilers.xla_hlo import split_path
 from tests.models.library_models import bert_small, gpt2_small
 
 
 def test_tags_agree_between_writer_and_reader():
     assert CALL_TAG == READ_TAG
-    for name in ("aten::add.Tensor", "aten::add", "__add__", "linear", "aten::native_layer_norm", "mylib::fancy_act"):
-        assert _canonical(name) == canonical_op(name)
+    assert {canonical_op(n) for n in ("aten::add.Tensor", "aten::add", "__add__", "add")} == {"add"}
+    assert canonical_op("mylib::fancy_act") == "fancy_act" and canonical_op("aten::native_layer_norm") == "native_layer_norm"
     assert canonical_op("aten::add.Tensor") == "add" and canonical_op("__getitem__") == "getitem"
     parts = split_path("jit(f)/porter.module:/porter.module:a.b/porter.call:view#2/aten::view/reshape")
     assert call_from_tags(parts) == ("a/b", "view", 2)
@@ -133,3 +134,37 @@ def test_whole_bert_agrees_and_wrappers_carry_their_call(tmp_path):
     assert all(keys.loc[i, "op"] == "linear" and not keys.loc[i, "top"] for i in addmm)
     query = keys[(keys["module"] == "model/encoder/layer/0/attention/self/query") & (keys["op"] == "linear")]
     assert set(query["k"]) == {0} and len(query) >= 3  # linear, its t and its addmm: one call
+
+
+@pytest.mark.slow
+def test_live_bert_cpu_to_xla_pairs_each_call_by_identity(tmp_path):
+    """A real live pair: every dense layer's ``linear`` call pairs with its own HLO work
+    (evidence identity-call), the source's compute children never form calls of their own, and
+    the per-call times add up to the module groups' time they lie in."""
+    from porter.analysis.op_calls import IDENTITY_CALL, COLUMNS, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY
+    from porter.bundle import load_bundle
+    from porter.capture.options import CaptureOptions
+    from porter.capture.run import capture
+    from porter.diagnose import analyse, to_json
+    from tests.test_live_identity import LIBRARY
+
+    opts = CaptureOptions(steps=3, warmup=1, repeats=2, activations=False)
+    capture(f"{LIBRARY}:bert_small", "cpu", tmp_path / "s", opts)
+    capture(f"{LIBRARY}:bert_small", "xla", tmp_path / "t", opts)
+    d = analyse(load_bundle(tmp_path / "s"), load_bundle(tmp_path / "t"))
+    calls = d.alignment.op_calls
+    assert list(calls.columns) == COLUMNS
+    assert set(calls["evidence"]) <= {IDENTITY_CALL, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY}
+    dense = calls[calls["op"] == "linear"]
+    assert len(dense) == 12  # 2 layers x (query, key, value, attention output, intermediate, output)
+    assert (dense["evidence"] == IDENTITY_CALL).all() and (dense["call"] == 0).all()
+    assert (dense["source_us"] > 0).all() and (dense["target_us"] > 0).all()
+    assert not set(calls["op"]) & {"addmm", "t", "mm"}  # wrappers' children are their wrapper's call
+    # the table is the groups' time, cut finer: over all calls, each side's per-step time is at
+    # most the per-step total (tolerance: float sums)
+    steps = 3
+    for side, times in (("source", d.alignment.source_times), ("target", d.alignment.target_times)):
+        assert calls[f"{side}_us"].sum() <= times.total / steps * (1 + 1e-9)
+    assert calls.loc[calls["evidence"] == IDENTITY_CALL, "source_us"].sum() >= 0.5 * calls["source_us"].sum()
+    out = to_json(d)["alignment"]["op_calls"]
+    assert len(out) == len(calls) and out[0]["module"] == calls["module"].iloc[0]

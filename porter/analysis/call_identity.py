@@ -4,7 +4,7 @@ The calls a module's forward makes itself are the ones both stacks see alike: ea
 ``aten::linear`` with its ``aten::t`` and ``aten::addmm`` inside it, torchax lowers
 ``linear`` whole, inductor fuses. So an op call's identity is that of the top-level op it
 is (or lies inside): a wrapper's compute child (``aten::addmm`` under ``aten::linear``)
-carries its wrapper's identity. Names are canonical (profilers.porter_tags.canonical_op) and
+carries its wrapper's identity. Names are canonical (porter.opclass.canonical_op) and
 the index counts calls of that op in that module within one step, in time order
 (porter.analysis.step_median.call_index: one place for the key). The xla stack writes the
 same key into HLO metadata (porter.targets.call_tags).
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.step_median import call_index
-from profilers.porter_tags import canonical_op
+from porter.opclass import canonical_op
 
 
 def top_level(ops: pd.DataFrame) -> np.ndarray:
@@ -43,17 +43,18 @@ def call_keys(ops: pd.DataFrame) -> pd.DataFrame:
     k = call_index(f)
     key = pd.DataFrame({"module": f["module"].to_numpy(), "op": f["name"].to_numpy(),
                         "k": k.reindex(f["op_id"].to_numpy()).to_numpy()}, index=f["op_id"].to_numpy())
-    # walk each op up to its top-level ancestor
-    owner = pd.Series(ops["op_id"].to_numpy(), index=ops["op_id"].to_numpy())
-    parent = pd.Series(ops["parent_id"].to_numpy(), index=ops["op_id"].to_numpy())
-    is_top = pd.Series(top, index=ops["op_id"].to_numpy())
-    cur = owner.copy()
+    # walk each op up to its top-level ancestor (row positions; -1: none)
+    pos = pd.Series(np.arange(len(ops)), index=ops["op_id"].to_numpy())
+    parent = pos.reindex(ops["parent_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+    cur = np.arange(len(ops))
     for _ in range(64):  # nesting depth of framework ops is small
-        move = ~is_top.reindex(cur.to_numpy()).fillna(True).to_numpy()
+        move = (cur >= 0) & ~top[np.maximum(cur, 0)]
         if not move.any():
             break
-        cur[move] = parent.reindex(cur[move].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
-    found = key.reindex(cur.to_numpy())
-    out = pd.DataFrame({"op_id": owner.to_numpy(), "module": found["module"].to_numpy(),
+        cur[move] = parent[cur[move]]
+    ids = ops["op_id"].to_numpy()
+    owner = np.where(cur >= 0, ids[np.maximum(cur, 0)], -1)
+    found = key.reindex(owner)
+    out = pd.DataFrame({"op_id": ids, "module": found["module"].to_numpy(),
                         "op": found["op"].to_numpy(), "k": found["k"].to_numpy(), "top": top})
     return out.dropna(subset=["op"]).reset_index(drop=True)

@@ -11,7 +11,7 @@ wraps it in ``porter.call:<op>#<k>`` (see ``call_scope``), so each HLO op's op_n
 (module, op, k) (profilers.porter_tags.call_from_tags). Named scopes are metadata: the
 compiled program is the same with or without them.
 
-Ops are counted under their canonical name (profilers.porter_tags.canonical_op: no ``aten::``
+Ops are counted under their canonical name (porter.opclass.canonical_op: no ``aten::``
 namespace, no overload, no dunder), because torchax sees some calls at the torch-function level
 (``linear``) and others at the aten level (``aten::add.Tensor``), and the eager profiler names
 them ``aten::linear`` and ``aten::add``. A torch function torchax does not lower
@@ -27,6 +27,8 @@ import contextlib
 from collections import Counter
 from typing import Any, Callable, Iterator
 
+from porter.opclass import canonical_op
+
 CALL_TAG = "porter.call:"  # == profilers.porter_tags.CALL_TAG (a test checks)
 
 
@@ -37,12 +39,6 @@ def call_scope(op: str, index: int) -> str:
     return f"{CALL_TAG}{op}#{index}"
 
 
-def _canonical(name: str) -> str:
-    """Same rule as profilers.porter_tags.canonical_op (a test checks they agree)."""
-    op = name.rpartition("::")[2].split(".")[0]
-    return op.strip("_") or op
-
-
 class CallCounter:
     """Counts op calls per (module, canonical op) within one forward."""
 
@@ -51,7 +47,7 @@ class CallCounter:
         self.calls: list[tuple[str, str, int]] = []  # (module, canonical op, index), in call order
 
     def index(self, module: str, name: str) -> int:
-        op = _canonical(name)
+        op = canonical_op(name)
         k = self.counts[(module, op)]
         self.counts[(module, op)] += 1
         self.calls.append((module, op, k))
@@ -85,7 +81,7 @@ def torchax_call_scopes(env: Any, current_module: Callable[[], str | None]) -> I
         k = counter.index(current_module() or "", name)
         depth[0] += 1
         try:
-            with jax.named_scope(call_scope(_canonical(name), k)):
+            with jax.named_scope(call_scope(canonical_op(name), k)):
                 try:
                     return original(func, types, args, kwargs)
                 except OperatorNotFound:
