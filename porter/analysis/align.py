@@ -506,6 +506,10 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
 
         calls = op_call_table(source_ops, st, target_ops, tt)
         stats["op_calls"] = int(len(calls))
+        for side, times in (("source", st), ("target", tt)):  # share of the side's time paired call by call
+            paired = calls.loc[calls["evidence"] == "identity-call", f"{side}_us"].sum()
+            per_step = times.total / max(1, medians[side].steps)
+            stats[f"{side}_op_calls_identity_share"] = float(min(paired / per_step, 1.0)) if per_step > 0 else 0.0
     return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats, calls)
 
 
