@@ -183,3 +183,49 @@ def test_live_bert_pairs_each_call_by_identity(target, tmp_path):
     assert stats["source_op_calls_identity_share"] >= floor and stats["target_op_calls_identity_share"] >= floor
     out = to_json(d)["alignment"]["op_calls"]
     assert len(out) == len(calls) and out[0]["module"] == calls["module"].iloc[0]
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1, self.w2 = torch.nn.Parameter(torch.randn(16, 16)), torch.nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.nn.functional.linear(x, self.w1)
+        return a * torch.nn.functional.linear(a, self.w2)
+
+
+class _Outer(torch.nn.Module):
+    """Two calls of F.linear in one module, then a child Linear: the inner module's linear calls
+    are linear#0 and linear#1, the child's is its own linear#0 (dynamo numbers it linear_2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Inner()
+        self.dense = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dense(self.inner(x))
+
+
+def test_inductor_nodes_name_their_calls():
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+
+    from porter.targets.inductor import RECORDING_CONFIG
+    from porter.targets.inductor_attribution import RegionRecord, handle_calls, recording_inner
+
+    records: list[RegionRecord] = []
+    torch._dynamo.reset()
+    fn = torch.compile(_Outer().eval(), backend=lambda gm, ex: compile_fx(gm, ex, inner_compile=recording_inner(records)))
+    with inductor_config.patch({**RECORDING_CONFIG, "fx_graph_cache": False}), \
+            functorch_config.patch(enable_autograd_cache=False), torch.no_grad():
+        fn(torch.randn(4, 16))
+    (record,) = records
+    # every matmul node takes the call of the linear it computes, counted in its own module
+    got = sorted((record.node_modules[n], record.node_calls[n]) for n in record.node_calls
+                 if record.node_costs[n][0] in ("aten::mm", "aten::addmm"))
+    assert got == [("dense", "linear#0"), ("inner", "linear#0"), ("inner", "linear#1")]
+    assert ("inner", "mul#0") in {(record.node_modules[n], c) for n, c in record.node_calls.items()}
+    assert {"linear#0", "linear#1"} <= set(handle_calls(record).values())

@@ -108,9 +108,11 @@ def node_calls(gm: torch.fx.GraphModule, modules: dict[str, str]) -> dict[str, s
     (porter.targets.call_tags): dynamo names each call it traced (``source_fn_stack``:
     ``linear_3``, ``add_2``, ``view``) and numbers calls of one op in program order, so the op is
     the name without its number and k ranks the call among that op's calls in the node's module
-    (a node's ``aten::addmm`` and ``aten::view`` from one ``linear`` share its call). Nodes a
-    rewrite made (no source_fn_stack) have none. Within one compiled region: a graph break
-    inside a module restarts its counts."""
+    (a node's ``aten::addmm`` and ``aten::view`` from one ``linear`` share its call). The module
+    counted in is the node's own nn_module_stack (the root's when it has none); a node whose
+    module node_modules inferred differently (from its neighbours) gets no call, as does a node
+    a rewrite made (no source_fn_stack). Within one compiled region: a graph break inside a
+    module restarts its counts."""
     from porter.opclass import canonical_op
 
     named: dict[str, tuple[str, str, int]] = {}  # node -> (module, op, dynamo number)
@@ -118,15 +120,18 @@ def node_calls(gm: torch.fx.GraphModule, modules: dict[str, str]) -> dict[str, s
         stack = node.meta.get("source_fn_stack")
         if node.op != "call_function" or not stack:
             continue
+        scopes = node.meta.get("nn_module_stack")
+        own = stack_path(list(scopes.values())[-1][0]) if scopes else ""
         name = str(stack[-1][0])
         m = DYNAMO_SUFFIX.search(name)
         number = int(m.group(0)[1:]) if m else 0
-        named[node.name] = (modules.get(node.name, ""), canonical_op(DYNAMO_SUFFIX.sub("", name)), number)
+        named[node.name] = (own, canonical_op(DYNAMO_SUFFIX.sub("", name)), number)
     ranks: dict[tuple[str, str], list[int]] = {}
     for module, op, number in named.values():
         ranks.setdefault((module, op), []).append(number)
     order = {key: {n: k for k, n in enumerate(sorted(set(v)))} for key, v in ranks.items()}
-    return {node: f"{op}#{order[(module, op)][number]}" for node, (module, op, number) in named.items()}
+    return {node: f"{op}#{order[(module, op)][number]}" for node, (module, op, number) in named.items()
+            if modules.get(node, "") == module}
 
 
 def common_path(paths: list[str]) -> str:
