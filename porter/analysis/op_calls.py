@@ -3,10 +3,10 @@
 Module groups (porter.analysis.align_identity) say which module is slower; inside a module
 this table says which call: the source's calls keyed by the profiler tree
 (porter.analysis.call_identity: a wrapper's compute child carries its wrapper's call), the
-target's by the tag porter wrote into its metadata (the ``call`` column: torchax's HLO
-op_name, porter.targets.call_tags) or, for an eager target, by its tree (a torch.compile
-target's aten ops are its graph's decomposition, not the calls eager made: untagged, it has
-no call table, and its module groups are the finest pairing). Times are per
+target's by the call its capture recorded (the ``call`` column: torchax's HLO op_name tags,
+porter.targets.call_tags; inductor's FX provenance, porter.targets.inductor_attribution) or,
+for an eager target, by its tree (a torch.compile target's aten ops are its graph's
+decomposition, not the calls eager made, so its tree is never used). Times are per
 step (each call's step medians summed over the steps, over the number of steps). A fusion's
 estimated share placed on a module other than its root call's is that module's ``fused#0``.
 
@@ -14,8 +14,8 @@ Evidence per row: ``identity-call`` (both sides ran the call), ``fused-share`` (
 target's time is an estimated share of a fusion split among modules,
 porter.analysis.split_fused), ``source-only`` (the target did this call's work inside another
 call's fused op, or none: a view, eval-mode dropout), ``target-only``. Only modules where
-both sides carry call identities are listed; elsewhere (an inductor kernel spans calls and
-carries none) the module group is the finest pairing.
+both sides carry call identities are listed; elsewhere (ORT, untagged kernels such as a fused
+SDPA a rewrite made) the module group is the finest pairing.
 """
 
 from __future__ import annotations
