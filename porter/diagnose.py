@@ -267,6 +267,8 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
             "stats": al.stats,
             "time_by_evidence": {k: {"source_us": float(r.source_us), "target_us": float(r.target_us)}
                                  for k, r in ev.iterrows()},
+            # live pairs only: each op call per step on both sides, paired by (module, op, call index)
+            **({"op_calls": _records(al.op_calls)} if al.op_calls is not None else {}),
         },
         "headline": head or None,
         "pair_check": d.extras.get("pair_check"),

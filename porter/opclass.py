@@ -132,3 +132,12 @@ def classify(framework_op: str, kernel_names: list[str] | tuple[str, ...] = ()) 
         votes[kc] = votes.get(kc, 0) + 1
     votes.pop("other", None)
     return max(votes, key=votes.get) if votes else "other"
+
+
+def canonical_op(name: str) -> str:
+    """An op call's name as eager and torchax both see it: no namespace, no overload, no dunder
+    (``aten::add.Tensor``, ``aten::add`` and ``__add__`` are all ``add``). torchax meets some calls
+    at the torch-function level (``linear``), eager's profiler names them ``aten::linear``
+    (porter.targets.call_tags)."""
+    op = name.rpartition("::")[2].split(".")[0]
+    return op.strip("_") or op

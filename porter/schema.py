@@ -82,6 +82,8 @@ OPS_COLUMNS: tuple[Column, ...] = (
     Column("synthetic", "bool", "", "True for a stand-in op that owns kernels no op launched"),
     Column("members", "str", "", "a fused op's members by module: JSON [[module, op, estimated cost share], ...], "
                                  "'' unless it spans modules", optional=True),
+    Column("call", "str", "", "live captures: the op call this op belongs to within its module, '<op>#<k>' "
+                              "(porter.targets.call_tags), '' when not tagged", optional=True),
 )
 
 KERNEL_COLUMNS: tuple[Column, ...] = (

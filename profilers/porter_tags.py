@@ -21,3 +21,21 @@ def module_from_tags(components: Iterable[str]) -> str | None:
         if comp.startswith(MODULE_TAG):
             found = comp[len(MODULE_TAG):]
     return None if found is None else found.replace(".", "/")
+
+
+CALL_TAG = "porter.call:"  # == porter.targets.call_tags.CALL_TAG (a test checks)
+
+
+def call_from_tags(components: Iterable[str]) -> tuple[str, str, int] | None:
+    """(module path, canonical op, call index) of an op_name's scope components, from the
+    innermost ``porter.call:<op>#<k>`` tag and the module tag around it; None when untagged."""
+    module: str | None = None
+    found = None
+    for comp in components:
+        if comp.startswith(MODULE_TAG):
+            module = comp[len(MODULE_TAG):].replace(".", "/")
+        elif comp.startswith(CALL_TAG) and module is not None:
+            op, _, k = comp[len(CALL_TAG):].rpartition("#")
+            if op and k.isdigit():
+                found = (module, op, int(k))
+    return found

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from porter.opclass import classify
 from profilers.hlo_cost import HloCosts
 from porter.schema import MODULE_SEP, NO_MODULE, encode_members
-from profilers.porter_tags import module_from_tags
+from profilers.porter_tags import CALL_TAG, call_from_tags, module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
 # * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
@@ -124,6 +124,7 @@ class HloOp:
     input_shapes: str = ""  # JSON operand dims, as kineto's Input Dims
     dtypes: str = ""
     members: str = ""  # JSON [[module, op, share], ...] when a fusion spans modules (HloModuleIndex.members)
+    call: str = ""  # '<op>#<k>': the op call porter tagged it with (porter.targets.call_tags), '' untagged
 
 
 @dataclass
@@ -288,7 +289,9 @@ class HloIndex:
         if cost is not None:
             flops, nbytes, dims, dtypes = cost
             extra = dict(flops=flops, bytes=nbytes, input_shapes=json.dumps(dims), dtypes=json.dumps(dtypes))
+        call = call_from_tags(split_path(op_name)) if CALL_TAG in op_name else None
         hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
-                    members=mod.members(instr) if (mod and instr and instr.called) else "", **extra)
+                    members=mod.members(instr) if (mod and instr and instr.called) else "",
+                    call=f"{call[1]}#{call[2]}" if call else "", **extra)
         self._cache[key] = hit
         return hit

@@ -56,6 +56,7 @@ class Alignment:
     source_ops: pd.DataFrame  # the ops as aligned: synthetic ops carry inferred scopes
     target_ops: pd.DataFrame
     stats: dict = field(default_factory=dict)
+    op_calls: pd.DataFrame | None = None  # live pairs: each op call on both sides (porter.analysis.op_calls)
 
     def coverage(self) -> dict[str, float]:
         """Share of each side's charged time that lies in matched groups. Live pairs leave out
@@ -499,7 +500,17 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
             stats[f"{side}_unmatched_outside_modules_us"] = outside = float(frame["time"].to_numpy()[alone].sum())
             total = st.total if side == "source" else tt.total
             stats[f"{side}_unmatched_outside_modules_share"] = outside / total if total > 0 else 0.0
-    return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats)
+    calls = None
+    if identity:  # inside each module, op calls paired by identity (module, op, call index)
+        from porter.analysis.op_calls import op_call_table
+
+        calls = op_call_table(source_ops, st, target_ops, tt)
+        stats["op_calls"] = int(len(calls))
+        for side, times in (("source", st), ("target", tt)):  # share of the side's time paired call by call
+            paired = calls.loc[calls["evidence"] == "identity-call", f"{side}_us"].sum()
+            per_step = times.total / max(1, medians[side].steps)
+            stats[f"{side}_op_calls_identity_share"] = float(min(paired / per_step, 1.0)) if per_step > 0 else 0.0
+    return Alignment(groups, src_member, tgt_member, st, tt, source_ops, target_ops, stats, calls)
 
 
 def unmatched(al: Alignment, ops: pd.DataFrame, side: str, top: int = 20) -> pd.DataFrame:

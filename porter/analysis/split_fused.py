@@ -129,6 +129,8 @@ def split_fused(ops: pd.DataFrame) -> Split:
         for module, op, share in members:
             child = r._asdict()
             cls = classify_op(op) if op else "other"
+            if module != r.module and "call" in child:
+                child["call"] = ""  # another module's work: not the call the fusion's root was tagged with
             child.update(op_id=next_id, parent_id=r.op_id, module=module, framework_op=op,
                          op_class=cls if cls != "other" else r.op_class,
                          name=f"{r.name} [share of {module or '(root)'}, estimated]", members="",

@@ -17,6 +17,9 @@ compiler, while it compiles, which FX nodes each kernel call computes:
   graph already computed (inductor recomputes cheap producers, e.g. the embedding sum,
   inside later fused kernels; they belong to the first kernel that computes them). Nodes
   written in the root forward have path '' and so pull the call to the root ('').
+* Each post-grad node also names the op call of the model code it came from (node_calls:
+  dynamo's source_fn_stack), and a kernel call takes its costliest node's (``ops.call``, the
+  per-call identity porter.targets.call_tags defines).
 * The profiled ops are then matched to the call sequence in order within each step;
   the ops a matched call launches inherit its module. A call whose nodes span modules
   also records them (``ops.members``) with each module's share of the nodes' estimated
@@ -49,6 +52,7 @@ class WrapperCall:
     callee: str  # as the profiler names it: 'aten::addmm', 'mkldnn::_linear_pointwise', 'cpp_fused_gelu_view_6'
     module: str  # '' when unknown or the root
     members: str = ""  # JSON [[module, op, share], ...] when its nodes span modules (schema ops.members)
+    call: str = ""  # '<op>#<k>': the op call of its costliest node, when that node is in its module (ops.call)
 
 
 @dataclass
@@ -59,6 +63,7 @@ class RegionRecord:
     handle_nodes: dict[str, list[str]] = field(default_factory=dict)  # 'cpp_fused_x:3' -> post-grad nodes
     node_modules: dict[str, str] = field(default_factory=dict)  # post-grad node -> module path
     node_costs: dict[str, tuple[str, float]] = field(default_factory=dict)  # post-grad node -> (op, estimated cost)
+    node_calls: dict[str, str] = field(default_factory=dict)  # post-grad node -> '<op>#<k>' (node_calls)
 
 
 def stack_path(qualified: str) -> str:
@@ -93,6 +98,40 @@ def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
     for node in unknown:
         out.setdefault(node.name, "")
     return out
+
+
+DYNAMO_SUFFIX = re.compile(r"_\d+$")
+
+
+def node_calls(gm: torch.fx.GraphModule, modules: dict[str, str]) -> dict[str, str]:
+    """Post-grad node -> the op call of the model's code it came from, '<op>#<k>'
+    (porter.targets.call_tags): dynamo names each call it traced (``source_fn_stack``:
+    ``linear_3``, ``add_2``, ``view``) and numbers calls of one op in program order, so the op is
+    the name without its number and k ranks the call among that op's calls in the node's module
+    (a node's ``aten::addmm`` and ``aten::view`` from one ``linear`` share its call). The module
+    counted in is the node's own nn_module_stack (the root's when it has none); a node whose
+    module node_modules inferred differently (from its neighbours) gets no call, as does a node
+    a rewrite made (no source_fn_stack). Within one compiled region: a graph break inside a
+    module restarts its counts."""
+    from porter.opclass import canonical_op
+
+    named: dict[str, tuple[str, str, int]] = {}  # node -> (module, op, dynamo number)
+    for node in gm.graph.nodes:
+        stack = node.meta.get("source_fn_stack")
+        if node.op != "call_function" or not stack:
+            continue
+        scopes = node.meta.get("nn_module_stack")
+        own = stack_path(list(scopes.values())[-1][0]) if scopes else ""
+        name = str(stack[-1][0])
+        m = DYNAMO_SUFFIX.search(name)
+        number = int(m.group(0)[1:]) if m else 0
+        named[node.name] = (own, canonical_op(DYNAMO_SUFFIX.sub("", name)), number)
+    ranks: dict[tuple[str, str], list[int]] = {}
+    for module, op, number in named.values():
+        ranks.setdefault((module, op), []).append(number)
+    order = {key: {n: k for k, n in enumerate(sorted(set(v)))} for key, v in ranks.items()}
+    return {node: f"{op}#{order[(module, op)][number]}" for node, (module, op, number) in named.items()
+            if modules.get(node, "") == module}
 
 
 def common_path(paths: list[str]) -> str:
@@ -167,7 +206,23 @@ def handle_members(record: RegionRecord) -> dict[str, str]:
     return {h: members_json(nodes, record) for h, nodes in fresh_nodes(record).items()}
 
 
-def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] | None = None) -> list[WrapperCall]:
+def handle_calls(record: RegionRecord) -> dict[str, str]:
+    """Call-site handle -> the op call of its costliest fresh node, when that node names one and
+    lies in the handle's own module (else none: a fused SDPA a rewrite made names no call, and
+    must not take the call of the transpose feeding it)."""
+    modules = handle_modules(record)
+    out = {}
+    for h, nodes in fresh_nodes(record).items():
+        if not nodes:
+            continue
+        main = max(nodes, key=lambda n: record.node_costs.get(n, ("", 0.0))[1])
+        if main in record.node_calls and record.node_modules.get(main, "") == modules.get(h, ""):
+            out[h] = record.node_calls[main]
+    return out
+
+
+def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] | None = None,
+                  calls_by_handle: dict[str, str] | None = None) -> list[WrapperCall]:
     """Kernel calls of the generated call(), in order, with the module of their handle."""
     calls, pending = [], ""
     body = source.split("\ndef call(", 1)[-1]
@@ -187,13 +242,15 @@ def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] 
             callee = f"aten::{c.group('aten')}"
         else:
             callee = c.group("cpp")
-        calls.append(WrapperCall(callee, modules.get(pending, ""), (members or {}).get(pending, "")))
+        calls.append(WrapperCall(callee, modules.get(pending, ""), (members or {}).get(pending, ""),
+                                 (calls_by_handle or {}).get(pending, "")))
         pending = ""
     return calls
 
 
 def region_calls(records: list[RegionRecord]) -> list[WrapperCall]:
-    return [call for r in records for call in parse_wrapper(r.source, handle_modules(r), handle_members(r))]
+    return [call for r in records
+            for call in parse_wrapper(r.source, handle_modules(r), handle_members(r), handle_calls(r))]
 
 
 def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
@@ -208,11 +265,13 @@ def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
         out = compile_fx_inner(gm, example_inputs, **kwargs)
         import torch._inductor.debug as inductor_debug
 
+        modules = node_modules(gm)  # gm now holds the post-grad graph the handles name
         records.append(RegionRecord(
             source=getattr(out, "source_code", "") or "",
             handle_nodes={k: list(v) for k, v in inductor_debug._inductor_triton_kernel_to_post_grad_node_info.items()},
-            node_modules=node_modules(gm),  # gm now holds the post-grad graph the handles name
+            node_modules=modules,
             node_costs=node_costs(gm),
+            node_calls=node_calls(gm, modules),
         ))
         return out
 
@@ -228,6 +287,7 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     parent = dict(zip(ops["op_id"], ops["parent_id"]))
     module: dict[int, str] = {}
     members: dict[int, str] = {}
+    tagged: dict[int, str] = {}
     for _, group in ops[ops["step"] >= 0].sort_values("start_us").groupby("step", sort=False):
         i = 0
         for row in group.itertuples():
@@ -241,6 +301,8 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
             module[row.op_id] = calls[j].module
             if calls[j].members:
                 members[row.op_id] = calls[j].members
+            if calls[j].call:
+                tagged[row.op_id] = calls[j].call
             i = j + 1
 
     def resolve(op_id: int) -> str:
@@ -253,6 +315,15 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     found = ops["op_id"].map(resolve)
     ops["module"] = ops["module"].where(ops["module"] != "", found)
     ops["members"] = ops["op_id"].map(members).fillna("") if members else ops.get("members", "")
+    if tagged:  # the call of a matched op, inherited by what it launched (same walk as the module)
+        def call_of(op_id: int) -> str:
+            seen = op_id
+            while seen != -1:
+                if seen in module:
+                    return tagged.get(seen, "")
+                seen = parent.get(seen, -1)
+            return ""
+        ops["call"] = ops["op_id"].map(call_of)
     return ops
 
 

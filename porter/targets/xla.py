@@ -9,7 +9,9 @@ only while tracing, so the compiled program is the same with or without them (na
 scopes are metadata). ``<name>`` is the qualified name with its dots: a scope name must
 not contain "/" (the op_name separator); the reader turns the innermost
 marker back into the porter path (``blocks/0/attn``) (profilers/porter_tags.py, used by the
-XPlane reader), the same path the torch stacks use.
+XPlane reader), the same path the torch stacks use. Each op call a module's forward makes
+is tagged too, ``porter.call:<k>`` (porter.targets.call_tags), so an HLO op names the call
+it came from: (module, op, call index within the module).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from porter.errors import PorterError
+from porter.targets.call_tags import torchax_call_scopes
 from porter.targets.base import (
     MODULE_RANGE_PREFIX,
     Activations,
@@ -172,7 +175,8 @@ class XlaStack(Stack):
             raise CaptureFailure(f"torchax could not convert model {model.name}: {type(exc).__name__}: {exc}") from None
 
         def traced(w: Any, args: tuple[Any, ...]) -> Any:
-            with torch.no_grad(), jax_module_scopes(module, tracker=tracker):
+            with torch.no_grad(), jax_module_scopes(module, tracker=tracker), \
+                    torchax_call_scopes(env, lambda: tracker.current):
                 return fn(w, args)
 
         jitted = jax.jit(traced)
