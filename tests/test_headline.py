@@ -132,6 +132,17 @@ def test_oversubscribed_machine_runs_both_stacks_single_threaded():
         assert torch.get_num_threads() == before
 
 
+def test_one_thread_per_side_is_the_default_whatever_the_load():
+    """A load-keyed rule flipped the demo's headline between runs (x1.012, x0.634, x0.822):
+    the default must not depend on the load; PORTER_THREADS=all / auto opt out."""
+    from porter.capture.threads import current
+
+    assert current({}).single and current({"PORTER_THREADS": "1"}).single
+    assert not current({"PORTER_THREADS": "all"}).single
+    quiet = current({"PORTER_THREADS": "auto"})
+    assert quiet.single == (quiet.load_average is not None and quiet.load_average > quiet.cpus)
+
+
 @pytest.mark.slow
 def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monkeypatch):
     """cpu eager on both sides: the same prepared model twice, so the true ratio is 1."""

@@ -9,7 +9,16 @@ pool off) the same three runs gave x0.84 [0.76-0.91], x0.83 [0.82-0.85], x0.79 [
 Under oversubscription a multi-threaded timing measures the scheduler, not the stacks; so a
 live pair captured while the 1-minute load average exceeds the CPU count runs both stacks
 single-threaded (capture and timing alike, so the profile explains the headline), and the
-headline says so. PORTER_THREADS=auto (default) | 1 (always) | all (never) overrides.
+headline says so.
+
+A rule keyed on the load flips the headline's meaning between runs: three consecutive demo
+runs with a busy loop beside them, load 1.0-2.2, gave x1.012 [0.971-1.051] (all threads),
+x0.634 [0.481-0.863] (all threads) and x0.822 [0.798-0.838] (one thread), because eager
+PyTorch gains from its second thread and XLA:CPU does not at this size. So one thread per
+side is the default: the same question every run, answered the same way on a busy machine.
+PORTER_THREADS=1 (default) | all (the stacks' own thread pools, for a quiet machine whose
+multi-threaded speed is the question) | auto (one thread only while the load exceeds the
+CPU count) overrides.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 XLA_SINGLE = "--xla_cpu_multi_thread_eigen=false"
+DEFAULT = "1"  # one intra-op thread per side unless PORTER_THREADS says otherwise (see above)
 
 
 @dataclass(frozen=True)
@@ -34,10 +44,11 @@ class ThreadPolicy:
 
 
 def decide(load_average: float | None, cpus: int, setting: str = "auto") -> ThreadPolicy:
-    """Single-threaded when asked (1), never when asked (all), else when load > CPUs."""
-    setting = (setting or "auto").strip().lower()
+    """Single-threaded when asked (1, the default), never when asked (all); auto: when load > CPUs."""
+    setting = (setting or DEFAULT).strip().lower()
     if setting == "1":
-        return ThreadPolicy(True, load_average, cpus, "PORTER_THREADS=1")
+        return ThreadPolicy(True, load_average, cpus, "porter's default (PORTER_THREADS=all for the stacks' own "
+                                                      "thread pools)")
     if setting == "all":
         return ThreadPolicy(False, load_average, cpus, "PORTER_THREADS=all")
     busy = load_average is not None and cpus > 0 and load_average > cpus
@@ -51,7 +62,7 @@ def current(env: Mapping[str, str] = os.environ) -> ThreadPolicy:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = None
-    return decide(load, os.cpu_count() or 0, env.get("PORTER_THREADS", "auto"))
+    return decide(load, os.cpu_count() or 0, env.get("PORTER_THREADS", DEFAULT))
 
 
 @contextlib.contextmanager
