@@ -19,7 +19,7 @@ import numpy as np
 
 from porter.atomic import atomic_write_text
 from porter.errors import PorterError
-from reports.model import Accuracy, AccuracyRow, Fix, Note, OpShapeRow, PortabilityRow, ReportModel, Side, Spread, TimeRow
+from reports.model import Accuracy, AccuracyRow, Fix, Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Spread, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
 from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
 
@@ -146,6 +146,15 @@ def _op_shape_rows(rows: Iterable[dict]) -> list[OpShapeRow]:
         efficiency=_f(r.get("target_efficiency")),
         module_kinds=tuple(str(k) for k in r.get("module_kinds") or ()),
     ) for r in rows or []]
+    return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
+
+
+def _op_call_rows(rows: Iterable[dict]) -> list[OpCallRow]:
+    """diagnosis.json alignment.op_calls (live pairs only), largest |gap| first."""
+    out = [OpCallRow(module=str(r.get("module") or NO_MODULE), op=str(r.get("op") or ""), call=int(r.get("call") or 0),
+                     evidence=str(r.get("evidence") or ""), source_us=_f(r.get("source_us")) or 0.0,
+                     target_us=_f(r.get("target_us")) or 0.0)
+           for r in rows or []]
     return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 
 
@@ -420,6 +429,7 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         by_module=_time_rows(d.get("by_module")),
         by_module_kind=_time_rows(d.get("by_module_kind")),
         by_op_shape=_op_shape_rows(d.get("by_op_shape")),
+        op_calls=_op_call_rows(_get(d, "alignment.op_calls", default=None)),
         top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),

@@ -76,6 +76,18 @@ class TimeRow(Gap):
 
 
 @dataclass(frozen=True)
+class OpCallRow(Gap):
+    """One op call of a live pair, paired by identity (module, op, call index; porter.analysis.op_calls)."""
+
+    module: str
+    op: str
+    call: int
+    evidence: str  # identity-call, fused-share, source-only or target-only
+    source_us: float
+    target_us: float
+
+
+@dataclass(frozen=True)
 class OpShapeRow(Gap):
     """One (framework op, input shapes, dtypes) aggregated over its calls on each side."""
 
@@ -198,6 +210,7 @@ class ReportModel:
     source_coverage: float | None = None  # share of source time matched to target ops
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
     outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (left out of coverage)
+    op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first
 
     @property
     def excess_us(self) -> float:

@@ -183,6 +183,18 @@ def test_live_bert_pairs_each_call_by_identity(target, tmp_path):
     assert stats["source_op_calls_identity_share"] >= floor and stats["target_op_calls_identity_share"] >= floor
     out = to_json(d)["alignment"]["op_calls"]
     assert len(out) == len(calls) and out[0]["module"] == calls["module"].iloc[0]
+    # the report lists the calls, largest gap first, each dense call by its identity
+    import orjson
+
+    from reports.build import model_from_diagnosis
+    from reports.render import render
+
+    m = model_from_diagnosis(orjson.loads(orjson.dumps(to_json(d))))
+    assert len(m.op_calls) == len(calls)
+    gaps = [abs(r.gap_us) for r in m.op_calls]
+    assert gaps == sorted(gaps, reverse=True)
+    md = render(m, "report.md.j2")
+    assert "### By op call" in md and "`linear#0`" in md and "identity-call" in md
 
 
 class _Inner(torch.nn.Module):

@@ -442,3 +442,30 @@ def test_an_epilogue_fused_onto_a_conv_joins_the_convs_group():
     assert g.loc["blk/conv", "evidence"] == "identity+fused"
     assert group_sums(al)["blk/conv"] == (pytest.approx(353.0), pytest.approx(100.0))
     assert g.loc["blk/conv2", "evidence"] == "identity" and al.coverage() == {"source": 1.0, "target": 1.0}
+
+
+def test_report_lists_op_calls_largest_gap_first_and_only_for_live_pairs():
+    """The golden diagnosis is a recorded pair (no op_calls): no op-call section. Given the
+    op_calls rows a live pair writes, both reports list them by |gap|, the md capped."""
+    import gzip
+    import json
+
+    from reports.build import model_from_diagnosis
+    from reports.render import OP_SHAPES_MD, render
+
+    d = json.loads(gzip.decompress((Path(__file__).parents[1] / "fixtures" / "golden" /
+                                    "bert_small_h100_mi300x.diagnosis.json.gz").read_bytes()))
+    plain = model_from_diagnosis(d)
+    assert plain.op_calls == [] and "By op call" not in render(plain, "report.md.j2")
+    rows = [{"module": f"encoder/layer/{i}/intermediate/dense", "op": "linear", "call": 0, "source_us": 100.0,
+             "target_us": 100.0 + 10 * i * (-1) ** i, "ratio": None, "evidence": "identity-call"} for i in range(40)]
+    d["alignment"]["op_calls"] = rows
+    m = model_from_diagnosis(d)
+    assert [abs(r.gap_us) for r in m.op_calls] == sorted((10.0 * i for i in range(40)), reverse=True)
+    assert m.op_calls[0].module == "encoder/layer/39/intermediate/dense" and m.op_calls[0].gap_us == -390.0
+    md = render(m, "report.md.j2")
+    section = md.split("### By op call", 1)[1].split("###", 1)[0]
+    assert section.count("`linear#0`") == OP_SHAPES_MD and f"largest gaps of {len(rows)} calls" in section
+    html = render(m, "report.html.j2")
+    assert html.count('<td class="name">linear#0</td>') == len(rows) and 'id="t-call"' in html
+
