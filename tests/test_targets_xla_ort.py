@@ -156,3 +156,23 @@ def test_ort_fused_nchwc_nodes_keep_their_modules(tmp_path):
     untagged = ops.loc[(ops["module"] == "") & (ops["device_us"] > 0), "framework_op"]
     assert set(untagged) <= {"aten::view", "aten::flatten", "aten::reshape"}, set(untagged)
     assert any(n.endswith("_nchwc") for n in ops["name"])  # the layout pass ran, so this checks the mapping
+
+
+def test_each_stack_runs_single_modules_and_ops_or_says_why():
+    """A stack offers run_call/run_op by defining their *_impl; one that does not gets a reason
+    as data (callers report it), never a missing method reached at run time."""
+    import torch
+
+    from porter.errors import PorterError
+    from porter.targets import STACK_MODULES, StackMissing, get_stack
+
+    for name in STACK_MODULES:
+        stack = get_stack(name)
+        assert bool(stack.no_module_runs) != hasattr(stack, "run_call_impl"), name
+        assert bool(stack.no_op_runs) != hasattr(stack, "run_op_impl"), name
+    ort = get_stack("ort")
+    assert ort.no_op_runs.startswith("ONNX Runtime runs exported graphs")  # its own reason is kept
+    missing = StackMissing("ghost", "not installed")
+    assert missing.no_module_runs == "porter has no single-module runner for StackMissing"
+    with pytest.raises(PorterError, match="the ghost stack does not run single ops: porter has no single-op runner"):
+        missing.run_op(torch.ops.aten.add.Tensor, (torch.ones(1), torch.ones(1)), {}, "cpu")

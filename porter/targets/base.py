@@ -232,10 +232,24 @@ class Stack(abc.ABC):
     module_attribution: str = "hooks"  # or "compiler": where module paths in the trace come from
     no_module_runs: str = ""  # why run_module is not offered on this stack ("" = it is)
     no_op_runs: str = ""  # why run_op is not offered on this stack ("" = it is)
+    # Optional work, offered by defining it (a stack that does not gets the reason above filled in):
+    # run_call_impl(module, args, kwargs, device) -> stack-native output of module(*args, **kwargs)
+    # run_op_impl(op, args, kwargs, device) -> stack-native output of one aten op; CPU torch inputs.
+    run_call_impl: Callable[..., Any]
+    run_op_impl: Callable[..., Any]
     native_module_outputs: bool = True  # module_activations reflect this stack's own numerics
     dtypes: tuple[str, ...] = ("fp32", "fp64", "bf16", "fp16")  # what `--dtype` may ask of it (porter.capture.precision)
     dtype_note: str = ""  # why a dtype is missing from dtypes
     autocast_note: str = ""  # why `--autocast` is not offered ("" = the model's forward may run under torch.autocast)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A stack without a single-module or single-op runner says so as data, so callers report
+        the reason (accuracy 'skipped: ...') instead of reaching a method that is not there."""
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "run_call_impl") and not cls.no_module_runs:
+            cls.no_module_runs = f"porter has no single-module runner for {cls.__name__}"
+        if not hasattr(cls, "run_op_impl") and not cls.no_op_runs:
+            cls.no_op_runs = f"porter has no single-op runner for {cls.__name__}"
 
     # ---- public API (shared) ----
     def availability(self, device: str) -> Availability:
@@ -401,18 +415,6 @@ class Stack(abc.ABC):
 
     @abc.abstractmethod
     def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations: ...
-
-    def run_call_impl(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
-        """Stack-native output of module(*args, **kwargs) on this stack (CPU torch inputs).
-        Reached only by a stack that neither implements this nor says why in no_module_runs."""
-        raise NotImplementedError(f"porter bug: the {self.name} stack neither runs single modules "
-                                  "(run_call_impl) nor says why not (no_module_runs)")
-
-    def run_op_impl(self, op: Any, args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
-        """Stack-native output of one aten op on this stack (CPU torch inputs).
-        Reached only by a stack that neither implements this nor says why in no_op_runs."""
-        raise NotImplementedError(f"porter bug: the {self.name} stack neither runs single ops "
-                                  "(run_op_impl) nor says why not (no_op_runs)")
 
     def versions_impl(self) -> dict[str, str]:
         return {}
