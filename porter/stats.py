@@ -5,7 +5,12 @@ conditions (another process, a frequency change), so each pair's ratio cancels w
 saw; the median of those ratios resists the occasional stalled sample. The interval is a
 percentile bootstrap of that median, resampling runs of consecutive pairs (a moving-block
 bootstrap: load drifts over many pairs), seeded so one set of samples always gives one
-interval. Unpaired samples (profiled steps of two recorded traces) resample each
+interval. Load on a shared machine also drifts over seconds, longer than any block a
+10-second run can resample (on this 2-core machine with other jobs running, the median
+ratio of consecutive 10 s windows of one process moved by 3-4% (sd), while each window's
+block-bootstrap interval was +-2%); so the interval is widened to at least a batch-means
+interval over equal wall-time chunks of the run (the standard interval for autocorrelated
+simulation output), which sees drift on the scale of the whole run. Unpaired samples (profiled steps of two recorded traces) resample each
 side on its own and take the ratio of medians.
 
 Torch-free and stateless: capture's adaptive loop and diagnose's trace mode both use it.
@@ -22,6 +27,10 @@ CONFIDENCE = 0.95
 BOOTSTRAP = 2000  # resamples: the 2.5/97.5% percentiles move < 1% of the width beyond this
 SEED = 0
 WIDE = 0.10  # an interval reaching further than +-10% of the ratio is too wide to plan on
+CHUNKS = 8  # wall-time chunks of the batch-means interval: 7 degrees of freedom
+MIN_CHUNK = 3  # ratios per chunk, fewest; runs with under 4 chunks' worth get the bootstrap alone
+# Student's t, 97.5% point, by degrees of freedom (a two-sided 95% interval from 3-7 chunk means)
+T975 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
 
 
 @dataclass(frozen=True)
@@ -91,8 +100,30 @@ def block_indices(rng: np.random.Generator, n: int, resamples: int, length: int)
     return idx.reshape(resamples, blocks * length)[:, :n]
 
 
+def batch_means(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -> tuple[float, float] | None:
+    """95% interval for the run's central log ratio from the medians of `chunks` consecutive
+    chunks of equal wall time (seconds: each ratio's duration), centred on the overall median.
+
+    Chunks whose medians differ by more than their own noise say the machine changed speed
+    during the run; their spread, not the pairs', then sets the width. None when the run is
+    too short for 4 chunks of MIN_CHUNK ratios.
+    """
+    k = min(chunks, ratios.size // MIN_CHUNK)
+    if k < 4:
+        return None
+    edges = np.cumsum(seconds) / seconds.sum() * k
+    which = np.minimum(edges.astype(int), k - 1)
+    logs = np.log(ratios)
+    means = np.array([np.median(logs[which == j]) for j in range(k) if np.count_nonzero(which == j)])
+    if means.size < 4:
+        return None
+    half = T975[means.size - 1] * float(np.std(means, ddof=1)) / np.sqrt(means.size)
+    centre = float(np.median(logs))
+    return float(np.exp(centre - half)), float(np.exp(centre + half))
+
+
 def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamples: int = BOOTSTRAP,
-                 seed: int = SEED, block: int | None = None) -> RatioInterval:
+                 seed: int = SEED, block: int | None = None, chunks: int = CHUNKS) -> RatioInterval:
     """Median of target_i / source_i over pairs i (in time order), with a moving-block
     bootstrap 95% interval.
 
@@ -102,7 +133,9 @@ def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamp
     pairs would treat that drift as independent noise and give an interval too narrow for
     the next run to land in; resampling runs of block_length() consecutive pairs keeps it.
     On independent pairs the interval is the plain bootstrap's, give or take. block: a fixed
-    block length (1: the plain bootstrap), else automatic.
+    block length (1: the plain bootstrap), else automatic. The interval is then widened to
+    cover batch_means() over `chunks` wall-time chunks (0: the bootstrap alone), for drift
+    slower than any block.
     """
     s = np.asarray(source_s, dtype=np.float64)
     t = np.asarray(target_s, dtype=np.float64)
@@ -117,7 +150,12 @@ def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamp
     rng = np.random.default_rng(seed)
     idx = block_indices(rng, r.size, resamples, block or block_length(r))
     lo, hi = _percentiles(np.median(r[idx], axis=1))
-    return RatioInterval(float(np.median(r)), lo, hi, int(r.size), "paired median ratio, moving-block bootstrap 95%")
+    method = "paired median ratio, moving-block bootstrap 95%"
+    drift = batch_means(r, (s + t)[ok], chunks) if chunks else None
+    if drift is not None:
+        lo, hi = min(lo, drift[0]), max(hi, drift[1])
+        method += f", widened to {chunks}-chunk batch means"
+    return RatioInterval(float(np.median(r)), lo, hi, int(r.size), method)
 
 
 def unpaired_ratio(source: Sequence[float], target: Sequence[float], *, resamples: int = BOOTSTRAP,

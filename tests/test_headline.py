@@ -40,7 +40,8 @@ def test_interval_keeps_its_coverage_when_load_drifts_over_many_pairs():
     """The ratio wanders (AR(1) in log, rho 0.9: another process's load coming and going over
     tens of pairs) around a true 1.3. The plain pair bootstrap treats neighbours as
     independent and covers the truth in about a third of 200 seeded runs; the moving-block
-    bootstrap must cover it in at least 70% (measured 76%; 95% would need far more pairs)."""
+    bootstrap must cover it in at least 70% (measured 76%; 95% would need far more pairs).
+    Both without the batch-means widening (chunks=0), which the next test is about."""
     rng = np.random.default_rng(3)
     covered = {"blocks": 0, "plain": 0}
     for k in range(200):
@@ -51,9 +52,52 @@ def test_interval_keeps_its_coverage_when_load_drifts_over_many_pairs():
         s = rng.lognormal(np.log(2e-3), 0.3, 150)
         t = 1.3 * s * np.exp(drift + rng.normal(0, 0.03, 150))
         for name, block in (("blocks", None), ("plain", 1)):
-            iv = paired_ratio(s, t, resamples=500, seed=k, block=block)
+            iv = paired_ratio(s, t, resamples=500, seed=k, block=block, chunks=0)
             covered[name] += iv.low <= 1.3 <= iv.high
     assert covered["blocks"] >= 140 and covered["plain"] <= 100, covered
+
+
+def test_three_consecutive_runs_overlap_when_load_drifts_slower_than_a_run_resamples():
+    """The issue's check, simulated: one long stretch of a machine whose speed ratio drifts
+    (AR(1) in log, rho 0.98 per pair, sd 4%: about 50 pairs per swing, what consecutive 10 s
+    windows of one process showed here with other jobs running), cut into three consecutive
+    runs of 300 pairs. The block bootstrap alone sees each run's own stretch and its three
+    intervals overlap in 30 of 100 seeded stretches; widened to the 8-chunk batch means they
+    overlap in 75 (>= 65 asserted; <= 45 for the bootstrap alone)."""
+    rng = np.random.default_rng(5)
+    n, rho, overlap = 900, 0.98, {"bootstrap": 0, "batch means": 0}
+    for k in range(100):
+        drift = np.zeros(n)
+        step = rng.normal(0, 0.04 * np.sqrt(1 - rho ** 2), n)
+        drift[0] = rng.normal(0, 0.04)
+        for i in range(1, n):
+            drift[i] = rho * drift[i - 1] + step[i]
+        s = rng.lognormal(np.log(2e-3), 0.3, n)
+        t = 1.3 * s * np.exp(drift + rng.normal(0, 0.03, n))
+        for name, chunks in (("bootstrap", 0), ("batch means", 8)):
+            ivs = [paired_ratio(s[j:j + 300], t[j:j + 300], resamples=300, seed=k, chunks=chunks) for j in (0, 300, 600)]
+            overlap[name] += max(iv.low for iv in ivs) <= min(iv.high for iv in ivs)
+    assert overlap["batch means"] >= 65 and overlap["bootstrap"] <= 45, overlap
+
+
+def test_batch_means_needs_four_chunks_and_widens_only_where_chunks_disagree():
+    """Under 12 ratios there are not 4 chunks of 3: the bootstrap alone. Chunks that agree
+    (the same ratio throughout) leave the interval as the bootstrap made it. A machine that
+    switches between two speeds every 30 pairs (ratio 1.0, then 1.1; 8 chunks of 30 ratios,
+    each on one level) widens it on both sides: the chunk medians disagree beyond the pairs'
+    noise, which the bootstrap's automatic blocks do not span."""
+    from porter.stats import batch_means
+
+    assert batch_means(np.full(11, 1.3), np.ones(11)) is None
+    steady = paired_ratio(np.ones(40), np.full(40, 1.3))
+    assert steady.low == steady.high == 1.3
+    rng = np.random.default_rng(1)
+    levels = np.repeat(np.tile([1.0, 1.1], 4), 30)
+    s = rng.lognormal(np.log(2e-3), 0.1, 240)
+    t = s * levels * rng.lognormal(0, 0.03, 240)
+    alone, widened = paired_ratio(s, t, chunks=0), paired_ratio(s, t)
+    assert widened.low < alone.low - 0.01 and widened.high > alone.high + 0.005, (alone, widened)
+    assert "batch means" in widened.method and "batch means" not in alone.method
 
 
 def test_too_few_samples_give_no_interval_and_count_as_wide():

@@ -8,8 +8,9 @@ each pair in the opposite order to the last (A B, B A, ...). Whichever side runs
 in a pair tends to run faster (warm caches), so the ratio is taken per block of two
 consecutive pairs (A B B A: both orders, summed per side), which cancels that advantage
 and any steady drift in the machine's speed. Like torch.utils.benchmark's adaptive_autorange,
-sampling continues until the ratio's bootstrap interval (porter.stats) is narrow enough
-or the time budget ends; every sample is kept.
+sampling continues until the ratio's interval (porter.stats: block bootstrap widened to
+wall-time batch means) is narrow enough, after at least min_seconds_narrow of sampling so
+that its chunks see the machine's load change, or the time budget ends; every sample is kept.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class InterleaveOptions:
     warmup: int = 2  # untimed forwards per side before the first pair
     min_pairs: int = 20  # before the budget may stop sampling
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
+    min_seconds_narrow: float = 5.0  # nor before this: the interval's chunks must span seconds of load changes
     max_pairs: int = 20000
     budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
     goal_half_width: float = 0.03  # stop once the 95% interval is within +-3% of the ratio
@@ -103,7 +105,7 @@ def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = Inter
             out.stopped = "max_pairs"
         elif n >= opts.min_pairs and elapsed >= opts.budget_s:
             out.stopped = "budget"
-        elif n >= next_check:  # the bootstrap costs O(n): check less often as n grows
+        elif n >= next_check and elapsed >= opts.min_seconds_narrow:  # the bootstrap costs O(n): check less often
             next_check = max(n + opts.check_every, int(n * 1.25))
             if out.interval().half_width <= opts.goal_half_width:
                 out.stopped = "narrow"
