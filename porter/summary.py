@@ -101,8 +101,16 @@ def header_lines(d: dict, width: int) -> list[str]:
     lines += wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
     busy = (f"; busy time, streams overlap: kernel sum gives {ratio_words(e.get('kernel_sum_ratio'))}"
             if e.get("ratio_time") == "busy" else "")
-    lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
-                  f"({str(e.get('ratio_basis', '')).replace('_', ' ')}{busy})", width)
+    sides = (d.get("headline") or {}).get("sides")
+    if sides:  # live: the headline above is the number; the profiled steps say where the time goes
+        over = ", ".join(f"{r} {sides[r]['profiler_overhead']:.2f}x" for r in ("source", "target")
+                         if (sides.get(r) or {}).get("profiler_overhead"))
+        lines += wrap(f"profiled steps (where the time goes, not how much; profiler overhead {over or 'unknown'}): "
+                      f"target/source {ratio_words(e.get('ratio'))} ({str(e.get('ratio_basis', '')).replace('_', ' ')}"
+                      f"{busy})", width, more="  ")
+    else:
+        lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
+                      f"({str(e.get('ratio_basis', '')).replace('_', ' ')}{busy})", width)
     per = []
     for role in ("source", "target"):
         sp = e.get(f"{role}_per_step_us") or {}
@@ -117,8 +125,9 @@ def header_lines(d: dict, width: int) -> list[str]:
                       width, "  ")
     if e.get("wall_ratio") is not None:
         sw, tw = e.get("source_wall_s") or {}, e.get("target_wall_s") or {}
+        apart = ", each side timed on its own, minutes apart" if sides else ""
         lines += wrap(f"wall time: x{e['wall_ratio']:.3f} (source {_us((sw.get('median') or 0) * 1e6)}, "
-                      f"target {_us((tw.get('median') or 0) * 1e6)} per step)", width)
+                      f"target {_us((tw.get('median') or 0) * 1e6)} per step{apart})", width, more="  ")
     lines += wrap(f"whole trace: {_us(e.get('source_total_us'))} -> {_us(e.get('target_total_us'))} "
                   f"({src.get('time_basis')})", width)
     cov = (d.get("alignment") or {}).get("coverage") or {}
