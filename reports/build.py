@@ -8,6 +8,8 @@ Rendering lives in reports.render; each output file is replaced atomically.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import os
@@ -105,6 +107,18 @@ def _model_name(src: dict, tgt: dict) -> str:
     a, b = str(src.get("label") or ""), str(tgt.get("label") or "")
     common = os.path.commonprefix([a[::-1], b[::-1]])[::-1].lstrip("_-. ")
     return common if len(common) >= 3 else f"{a} vs {b}"
+
+
+def _headline_spread(headline: dict | None, e2e: dict) -> Spread:
+    """The headline ratio (diagnosis.json `headline`: on a live pair, unprofiled forwards timed
+    alternately) with its 95% interval; without an interval, the per-step spread below."""
+    h = headline or {}
+    value, (lo, hi) = _f(h.get("ratio")), [_f(x) for x in (h.get("ci95") or (None, None))]
+    if value is None:
+        return _ratio_spread(e2e)
+    if lo is None or hi is None:
+        return dataclasses.replace(_ratio_spread(e2e), value=value)
+    return Spread(value=value, lo=lo, hi=hi, samples=h.get("n"), kind="95% interval")
 
 
 def _ratio_spread(e2e: dict) -> Spread:
@@ -422,7 +436,12 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         mode="live" if live else "trace",
         source=_side(src, e2e, "source"),
         target=_side(tgt, e2e, "target"),
-        ratio=_ratio_spread(e2e),
+        ratio=_headline_spread(d.get("headline"), e2e),
+        profiled_ratio=_f(e2e.get("ratio")) if _get(d, "headline.sides", default=None) else None,
+        ratio_basis=str(_get(d, "headline.basis", default="") or ""),
+        ratio_advice=_get(d, "headline.advice", default=None),
+        profiler_overhead={r: float(v) for r in ("source", "target")
+                           if (v := _f(_get(d, f"headline.sides.{r}.profiler_overhead", default=None))) is not None},
         wall_ratio=_f(e2e.get("wall_ratio")),
         coverage=_f(cov.get("target")),
         by_class=_time_rows(d.get("by_class"), "other"),

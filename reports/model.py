@@ -211,6 +211,10 @@ class ReportModel:
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
     outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (left out of coverage)
     op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first
+    profiled_ratio: float | None = None  # live pairs: the profiled steps' ratio (where the time goes), beside the headline
+    ratio_basis: str = ""  # what the headline ratio was measured on (diagnosis.json headline.basis)
+    ratio_advice: str | None = None  # what to do when the headline's interval is too wide to plan on
+    profiler_overhead: dict[str, float] = field(default_factory=dict)  # live: side -> profiled / unprofiled step
 
     @property
     def excess_us(self) -> float:
@@ -251,9 +255,13 @@ class ReportModel:
 
     @property
     def projected_ratio(self) -> float | None:
-        """End-to-end ratio once every ranked time fix lands (an estimate, not a measurement)."""
+        """End-to-end ratio once every ranked time fix lands (an estimate, not a measurement).
+        Live pairs: the headline times the share of the target's profiled time that remains,
+        since the profiled totals carry each stack's profiler overhead."""
         if self.source.total_us <= 0:
             return None
+        if self.profiled_ratio is not None and self.target.total_us > 0 and self.ratio.value == self.ratio.value:
+            return self.ratio.value * max(self.target.total_us - self.recoverable_us, 0.0) / self.target.total_us
         return (self.target.total_us - self.recoverable_us) / self.source.total_us
 
     @property

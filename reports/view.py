@@ -84,15 +84,19 @@ def summary_points(m: ReportModel) -> list[Point]:
     src, tgt = m.source, m.target
     spread = ""
     if m.ratio.lo is not None and m.ratio.hi is not None:
-        spread = f" (measured spread {fmt_ratio(m.ratio.lo)} to {fmt_ratio(m.ratio.hi)})"
-    points = [
-        Point(
-            "Where the port stands",
-            f"Against {src.device_name} ({src.stack}), {m.model} on {tgt.device_name} ({tgt.stack}) "
-            f"{speed_phrase(m.ratio.value)}: {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time{spread}."
-            + (f" In wall-clock time per step it {speed_phrase(m.wall_ratio)}." if m.wall_ratio is not None else ""),
-        )
-    ]
+        spread = f" ({m.ratio.kind or 'measured spread'} {fmt_ratio(m.ratio.lo)} to {fmt_ratio(m.ratio.hi)})"
+    where = f"Against {src.device_name} ({src.stack}), {m.model} on {tgt.device_name} ({tgt.stack}) "
+    if m.profiled_ratio is not None:  # live: the headline is unprofiled; the device times are the profiled steps'
+        stands = (where + f"{speed_phrase(m.ratio.value)} per forward, timed unprofiled and alternately{spread}. "
+                  f"The profiled steps ({fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of device time) "
+                  "say where the time goes, not how much.")
+    else:
+        stands = (where + f"{speed_phrase(m.ratio.value)}: {fmt_us(tgt.total_us)} against {fmt_us(src.total_us)} of "
+                  f"device time{spread}."
+                  + (f" In wall-clock time per step it {speed_phrase(m.wall_ratio)}." if m.wall_ratio is not None else ""))
+    if m.ratio_advice:
+        stands += f" Too uncertain to plan on: {m.ratio_advice}."
+    points = [Point("Where the port stands", stands)]
     diff = _differences(m)
     if diff:
         points.append(Point("Where it differs", diff))

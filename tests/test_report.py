@@ -187,7 +187,8 @@ def test_report_numbers_agree_with_diagnosis_json(qwen):
     d = json.loads((qwen / "diagnosis.json").read_text())
     e2e, cov = d["end_to_end"], d["alignment"]["coverage"]
     page = parse_html((qwen / "report.html").read_text())
-    assert page.by_id["fig-ratio"].strip() == fmt_ratio(e2e["ratio"])
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(d["headline"]["ratio"]) == fmt_ratio(e2e["ratio"])
+    assert "fig-profiled-ratio" not in page.by_id  # a recorded pair's profiled steps are the headline
     assert page.by_id["fig-target-us"].strip() == fmt_us(e2e["target_total_us"])
     assert page.by_id["fig-source-us"].strip() == fmt_us(e2e["source_total_us"])
     assert page.by_id["fig-coverage"].strip() == f"{cov['target'] * 100:.1f}%"
@@ -275,8 +276,21 @@ def test_live_report_shows_accuracy_along_the_model(tmp_path_factory):
     assert "no-accuracy" not in page.by_id
     rows = page.tables["t-acc"][1:]
     assert len(rows) >= 2
-    assert page.by_id["fig-ratio"].strip() == fmt_ratio(d["end_to_end"]["ratio"])
+    # the figure is the headline (unprofiled, timed alternately), the profiled steps' ratio beside it
+    h = d["headline"]
+    assert page.by_id["fig-ratio"].strip() == fmt_ratio(h["ratio"])
+    assert h["basis"] in page.by_id["fig-ratio-basis"]
+    profiled = page.by_id["fig-profiled-ratio"]
+    assert fmt_ratio(d["end_to_end"]["ratio"]) in profiled
+    assert f"source {fmt_ratio(h['sides']['source']['profiler_overhead'])}" in profiled
     md = (diag / "report.md").read_text()
+    lo, hi = h["ci95"]
+    assert f"**End-to-end time, target / source:** {fmt_ratio(h['ratio'])} (95% interval {fmt_ratio(lo)}–{fmt_ratio(hi)})" in md
+    assert ("- **Uncertain:** " in md) == bool(h["advice"])
+    from reports.build import model_from_diagnosis
+
+    m = model_from_diagnosis(d)  # after every ranked fix: the headline times the target's profiled share left
+    assert m.projected_ratio == pytest.approx(h["ratio"] * (m.target.total_us - m.recoverable_us) / m.target.total_us)
     assert "No accuracy data" not in md and "| # | Module | Local | Propagated |" in md
 
 

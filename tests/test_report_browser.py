@@ -95,7 +95,7 @@ def test_trace_mode_report_renders_in_a_browser(tmp_path_factory):
     assert_rendered(check, 3)
     d = json.loads((diag / "diagnosis.json").read_text())
     shown = parse_html(dom).by_id  # the DOM after load, as the browser built it
-    assert shown["fig-ratio"].strip() == fmt_ratio(d["end_to_end"]["ratio"])
+    assert shown["fig-ratio"].strip() == fmt_ratio(d["headline"]["ratio"])
     assert d["inputs"]["target"]["device"]["name"] in "".join(parse_html(dom).text)
     assert "No accuracy data: trace mode" in shown["no-accuracy"]
     png = tmp_path_factory.mktemp("shot") / "report.png"
