@@ -201,8 +201,11 @@ def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, th
 
     opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
     one = "; one intra-op thread per side" if threads is not None and threads.single else ""
-    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s{one})")
-    timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts)
+    on_cpu = all(((r.manifest.get("device") or {}).get("type") == "cpu") for r in runs.values())
+    clock = "cpu" if on_cpu and threads is not None and threads.single else "wall"
+    progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s{one}; "
+             f"{'process CPU time' if clock == 'cpu' else 'wall time'})")
+    timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts, headline_clock=clock)
     timing.threads = threads.to_dict() if threads is not None else None
     return timing
 

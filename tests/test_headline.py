@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -100,6 +101,29 @@ def test_batch_means_needs_four_chunks_and_widens_only_where_chunks_disagree():
     assert "batch means" in widened.method and "batch means" not in alone.method
 
 
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_cpu_clock_leaves_out_time_the_process_did_not_run():
+    """Both forwards do 2 ms of CPU work; the target also waits 3 ms off the CPU (as a forward
+    preempted by another process would). On wall time the ratio is about (2+3)/2 = 2.5; on the
+    process's CPU time it is about 1, and the wall samples are kept beside it. Bounds +-30%:
+    a 2 ms spin on a shared machine is itself preempted now and then."""
+    opts = InterleaveOptions(warmup=1, min_pairs=40, max_pairs=40, budget_s=60)
+    source = lambda: _spin(0.002)  # noqa: E731
+    target = lambda: (_spin(0.002), time.sleep(0.003))  # noqa: E731
+    cpu = time_interleaved(source, target, opts, headline_clock="cpu")
+    assert cpu.clock == "cpu" and 0.7 < cpu.interval().ratio < 1.3, cpu.interval()
+    assert 1.75 < cpu.other_interval().ratio < 3.25, cpu.other_interval()
+    wall = time_interleaved(source, target, opts)
+    assert wall.clock == "wall" and 1.75 < wall.interval().ratio < 3.25
+    with pytest.raises(ValueError):
+        time_interleaved(source, target, opts, headline_clock="gpu")
+
+
 def test_too_few_samples_give_no_interval_and_count_as_wide():
     iv = paired_ratio([1.0, 2.0], [1.0, 2.0])
     assert iv.ratio == 1.0 and iv.low != iv.low and iv.wide
@@ -190,7 +214,7 @@ def test_one_thread_per_side_is_the_default_whatever_the_load():
 @pytest.mark.slow
 def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monkeypatch):
     """cpu eager on both sides: the same prepared model twice, so the true ratio is 1."""
-    from porter.analysis.headline import SINGLE_THREAD
+    from porter.analysis.headline import CPU_CLOCK, SINGLE_THREAD
     from porter.capture.options import CaptureOptions
     from porter.diagnose import diagnose_specs
 
@@ -202,12 +226,17 @@ def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monk
                              interleave=InterleaveOptions(min_pairs=60, budget_s=4.0, goal_half_width=0.0))
     h = json.loads(path.read_text())["headline"]
     assert h["basis"].startswith("unprofiled") and SINGLE_THREAD in h["basis"] and h["pairs"]["threads"]["single"]
+    # both on the CPU, one thread each: the headline is on process CPU time, the wall ratio kept beside it
+    assert h["pairs"]["clock"] == "cpu" and CPU_CLOCK in h["basis"] and "wall time gives x" in h["basis"]
+    other = h["pairs"]["other_clock"]
+    assert other["clock"] == "wall" and len(other["source_s"]) == len(h["pairs"]["source_s"])
     assert torch.get_num_threads() == threads  # restored once the pair is done
     assert len(h["pairs"]["source_s"]) // 2 == h["n"] >= 30  # A B B A blocks
     assert h["ci95"][0] <= 1.0 + SAME and h["ci95"][1] >= 1.0 - SAME
     for side in ("source", "target"):
         s = h["sides"][side]
-        assert s["profiler_overhead"] == pytest.approx(s["profiled_step_s"] / s["unprofiled_step_s"])
+        assert s["profiler_overhead"] == pytest.approx(s["profiled_step_s"] / s["unprofiled_wall_s"])
+        assert s["unprofiled_wall_s"] == pytest.approx(float(np.median(other[f"{side}_s"])))
     doc = json.loads(path.read_text())
     total = sum(g["target_step_us"] for g in doc["groups"])
     assert total <= h["sides"]["target"]["unprofiled_step_s"] * 1e6 * (1 + 1e-9)

@@ -20,6 +20,8 @@ from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpair
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"
+CPU_CLOCK = ("process CPU time per forward (both on the CPU, one thread: time the scheduler gave other "
+             "processes is not counted)")
 TRACE_BASIS = "device time per profiled step"
 WHOLE_BASIS = "device time of the whole trace (a side has no step markers)"
 BUSY_BASIS = "device busy time per profiled step (streams overlap: the union of kernel intervals, not their sum)"
@@ -46,22 +48,31 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
                   target_manifest: Mapping[str, Any]) -> dict[str, Any]:
     """paired: porter.capture.interleaved.PairedTiming.to_dict(); manifests give the profiled step times."""
     iv = paired_ratio(*ab_ba_blocks(paired["source_s"], paired["target_s"]))
+    clock = paired.get("clock") or "wall"
+    other = paired.get("other_clock") or {}
     sides = {}
     for role, m, per_step in (("source", source_manifest, e2e.source), ("target", target_manifest, e2e.target)):
         unprofiled_s = _median(paired[f"{role}_s"])
-        profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))
+        wall_s = unprofiled_s if clock == "wall" else _median(other.get(f"{role}_s"))
+        profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))  # wall time
         device_us = per_step.median
         sides[role] = {
             "unprofiled_step_s": unprofiled_s,
+            "unprofiled_wall_s": wall_s,
             "profiled_step_s": profiled_s,
-            "profiler_overhead": profiled_s / unprofiled_s if unprofiled_s > 0 else None,
+            "profiler_overhead": profiled_s / wall_s if wall_s > 0 else None,
             "profiled_device_us_per_step": device_us,
             "step_scale": unprofiled_s * 1e6 / device_us if device_us > 0 else None,
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
-    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads")
+    keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads",
+            "clock", "other_clock")
     threads = paired.get("threads") or {}
     basis = LIVE_BASIS + (f"; {SINGLE_THREAD}: {threads.get('why')}" if threads.get("single") else "")
+    if clock == "cpu":
+        wall = paired_ratio(*ab_ba_blocks(other.get("source_s") or [], other.get("target_s") or []))
+        basis += (f"; {CPU_CLOCK}" + (f" (wall time gives x{wall.ratio:.3f} [{wall.low:.3f}, {wall.high:.3f}])"
+                                      if wall.low == wall.low else ""))
     return {"basis": basis, **iv.to_dict(), "advice": advice, "sides": sides,
             "pairs": {k: paired.get(k) for k in keep}}
 
