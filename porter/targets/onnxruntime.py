@@ -3,7 +3,9 @@
 Module paths: the dynamo exporter writes each node's module chain into its ``namespace``
 metadata; profilers.onnxruntime.node_scopes_from_onnx turns that into node -> module, and
 we write it beside the profile as ``<profile>.nodes.json`` for the reader. Paths are
-normalised to the torch stacks' convention (qualified name, '.' -> '/').
+normalised to the torch stacks' convention (qualified name, '.' -> '/'). Each node also
+carries the op call it came from (porter.targets.onnx_calls, from the exported program's FX
+graph), and a node ORT fused from several lists their calls (``call_members``).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     scope of the original node that produced the same output value, else of the original
     node (or value) its name starts with, else of the producer of its first input that has one.
     A fused node that replaced original nodes of several modules also lists them
-    (``members``, fused_members) so the analysis can split its time.
+    (``members``, fused_members; it is then named after its costliest member) and their op
+    calls (``call_members``, fused_calls) so the analysis can split its time.
     """
     producer = {out: n.name for n in original.node for out in n.output}
     dims = _dims(original)
