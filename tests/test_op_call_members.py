@@ -183,3 +183,28 @@ def test_xla_gelu_fusion_member_calls_each_get_a_share_summing_to_its_time(sourc
             assert row["estimated_us"] >= r.us / steps * (1 - REL)  # every member call carries its share
     act = al.op_calls[(al.op_calls["op"] == "gelu")]
     assert len(act) == 2 and set(act["evidence"]) == {FUSED_SHARE}
+
+
+def test_an_ort_helper_feeding_one_node_is_that_nodes_call():
+    from onnx import TensorProto, helper
+
+    from porter.targets.onnxruntime import scopes_of_optimized
+
+    vi = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+    original = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s"], ["ln"], name="node_layer_norm"),
+         helper.make_node("MatMul", ["ln", "w"], ["mm"], name="node_MatMul_6"),
+         helper.make_node("Add", ["mm", "b"], ["lin"], name="node_linear")],
+        "g", [vi("x", [2, 3, 4])], [vi("lin", [2, 3, 4])])
+    # ORT: the 3-d input flattened for a Gemm (a helper node named after nothing original)
+    optimized = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s"], ["ln"], name="node_layer_norm"),
+         helper.make_node("Reshape", ["ln", "shape"], ["flat"], name="gemm_input_reshape_token_3"),
+         helper.make_node("Gemm", ["flat", "w", "b"], ["g"], name="node_MatMul_6/MatMulAddFusion"),
+         helper.make_node("Reshape", ["g", "shape3"], ["lin"], name="gemm_output_reshape_token_4")],
+        "g", [vi("x", [2, 3, 4])], [vi("lin", [2, 3, 4])])
+    ln = {"module": "blk/ln", "framework_op": "aten::layer_norm", "call": "layer_norm#0"}
+    fc = {"module": "blk/fc", "framework_op": "aten::linear", "call": "linear#0"}
+    out = scopes_of_optimized(original, optimized, {"node_layer_norm": ln, "node_MatMul_6": fc, "node_linear": fc})
+    assert out["gemm_input_reshape_token_3"]["call"] == "linear#0"  # the Gemm's work, not the layer norm's
+    assert out["gemm_input_reshape_token_3"]["module"] == out["gemm_output_reshape_token_4"]["module"] == "blk/fc"

@@ -91,7 +91,8 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     inserts helpers (``gemm_input_reshape_token_3``); the CPU provider's NCHWc layout pass
     names nodes after the value they replace (``relu_nchwc``). An optimized node takes the
     scope of the original node that produced the same output value, else of the original
-    node (or value) its name starts with, else of the producer of its first input that has one.
+    node (or value) its name starts with, else of the one node it feeds when that has one
+    (a Gemm's input reshape), else of the producer of its first input that has one.
     A fused node that replaced original nodes of several modules also lists them
     (``members``, fused_members; it is then named after its costliest member) and their op
     calls (``call_members``, fused_calls) so the analysis can split its time.
@@ -105,13 +106,28 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     materialized = {v for vals in computes.values() for v in vals}
     scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
     out = dict(nodes)
-    for node in optimized.node:
-        if node.name in out:
-            continue
+    users: dict[str, list[Any]] = {}
+    for n in optimized.node:
+        for v in n.input:
+            users.setdefault(v, []).append(n)
+
+    def own(node: Any) -> dict[str, str] | None:
+        """The node's scope by its output value or its name."""
+        if node.name in nodes:
+            return nodes[node.name]
         found = next((scope_of_value[v] for v in node.output if v in scope_of_value), None)
         if found is None:  # fused: "<original node>/<Fusion>"; NCHWc layout: "<original value>_nchwc"
             stem = node.name.split("/")[0]
             found = nodes.get(stem) or scope_of_value.get(_NCHWC.sub("", stem))
+        return found
+
+    for node in optimized.node:
+        if node.name in out:
+            continue
+        found = own(node)
+        if found is None:  # a helper feeding one node (a Gemm's input reshape) is that node's work
+            feeds = [u for v in node.output for u in users.get(v, [])]
+            found = own(feeds[0]) if len(feeds) == 1 else None
         if found is None:
             found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
         if found is not None:
