@@ -12,16 +12,17 @@ estimated share placed on a module other than its root call's is that module's `
 
 A fused op that holds several op calls (``ops.call_members``: every member instruction of an
 XLA fusion, the original nodes an ORT fused node replaced) is split among those calls by their
-estimated cost (fused_call_shares); their rows are ``fused-share``.
+estimated cost (fused_call_shares), each row's estimated part kept as ``estimated_us``.
 
-Evidence per row: ``identity-call`` (both sides ran the call), ``fused-share`` (at least half
-of the target's time, ``estimated_us``, is an estimated share of a fusion split among modules
-or calls, porter.analysis.split_fused and fused_call_shares: a dense layer's GEMM that ran
-alone stays identity-call when only its bias add was fused with the next call), ``source-only`` (the target did this call's work inside another
+Evidence per row: ``identity-call`` (both sides ran the call, under half of the target's time
+estimated: a dense layer's GEMM that ran alone stays identity-call when only its bias add was
+fused with the next call), ``fused-share`` (at least half of the target's time is an estimated
+share of a fusion split among modules or calls, porter.analysis.split_fused and
+fused_call_shares), ``source-only`` (the target did this call's work inside another
 call's fused op, or none: a view, eval-mode dropout), ``target-only``. Only modules where
 both sides carry call identities are listed; elsewhere (untagged kernels such as a fused SDPA
 a rewrite made) the module group is the finest pairing. ORT's calls come from the exporter's
-FX node of each ONNX node (profilers.onnxruntime.node_scopes_from_onnx).
+FX node of each ONNX node (porter.targets.onnx_calls).
 """
 
 from __future__ import annotations
