@@ -84,6 +84,8 @@ OPS_COLUMNS: tuple[Column, ...] = (
                                  "'' unless it spans modules", optional=True),
     Column("call", "str", "", "live captures: the op call this op belongs to within its module, '<op>#<k>' "
                               "(porter.targets.call_tags), '' when not tagged", optional=True),
+    Column("call_members", "str", "", "live captures: a fused op's member op calls, JSON [[module, '<op>#<k>', "
+                                      "estimated cost share], ...], '' unless it holds two calls or more", optional=True),
 )
 
 KERNEL_COLUMNS: tuple[Column, ...] = (
@@ -116,6 +118,24 @@ def encode_members(members: "Iterable[tuple[str, str, float]]") -> str:
         return ""
     rows = sorted(([m, top[m][1], round(c / total, 6)] for m, c in cost.items()), key=lambda r: (-r[2], r[0]))
     return json.dumps(rows)
+
+
+
+def encode_call_members(members: "Iterable[tuple[str, str, float]]") -> str:
+    """(module, '<op>#<k>' call, estimated cost) of a fused op's members -> the ops.call_members
+    JSON: one entry per tagged call, [module, call, its share of the tagged members' cost],
+    largest first; '' when fewer than two calls are tagged or none carries cost. Untagged
+    members (a constant, an op a rewrite made) are left out: their cost goes to the calls."""
+    cost: dict[tuple[str, str], float] = {}
+    for module, call, c in members:
+        if call:
+            cost[(module, call)] = cost.get((module, call), 0.0) + c
+    total = sum(cost.values())
+    if len(cost) < 2 or total <= 0:
+        return ""
+    rows = sorted(([m, call, round(c / total, 9)] for (m, call), c in cost.items()), key=lambda r: (-r[2], r[0], r[1]))
+    return json.dumps(rows)
+
 
 _DTYPES = {"str": object, "int": np.int64, "float": np.float64, "bool": np.bool_}
 _UNKNOWN = {"str": "", "int": NO_ID, "float": np.nan, "bool": False}

@@ -223,6 +223,27 @@ def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
     return lines
 
 
+ESTIMATED = "fused-share"  # porter.analysis.op_calls.FUSED_SHARE: the target's time is mostly an estimated share
+
+
+def op_call_name(r: dict) -> str:
+    """An op-call row for reading: 'model/…/intermediate/dense linear#0', '~' before a call whose
+    target time is mostly an estimated share of a fusion."""
+    est = "~" if r.get("evidence") == ESTIMATED else ""
+    return f"{r.get('module') or '(root)'} {est}{r.get('op')}#{r.get('call')}"
+
+
+def op_call_lines(rows: list[dict] | None, width: int, top: int = TOP_ROWS) -> list[str]:
+    """Live pairs only (alignment.op_calls): the `top` op calls with the largest gap either way,
+    per step; absent for recorded pairs, which carry no call identities."""
+    if not rows:
+        return []
+    gap = lambda r: float(r.get("target_us") or 0.0) - float(r.get("source_us") or 0.0)  # noqa: E731
+    chosen = sorted(rows, key=lambda r: abs(gap(r)), reverse=True)[:top]
+    lines = wrap("largest op-call gaps per step (~: split from a fusion by estimate):", width)
+    return lines + [_row(gap(r), r.get("ratio"), op_call_name(r), width) for r in chosen]
+
+
 def accuracy_lines(acc: dict | None, width: int) -> list[str]:
     if not acc:
         return wrap("accuracy: not compared (no saved tensors; a live diagnose of a MODEL compares them)", width)
@@ -246,6 +267,7 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     if d.get("by_op_shape"):
         lines += losses_and_wins(d["by_op_shape"], op_shape_name, width, "op and input shapes", TOP_SHAPES,
                                  shorten_end)
+    lines += op_call_lines((d.get("alignment") or {}).get("op_calls"), width, top)
     lines += roofline_lines(d.get("roofline"), width)
     lines += fix_lines(d.get("fixes") or [], width)
     lines += accuracy_lines(d.get("accuracy"), width)

@@ -15,8 +15,9 @@ ORT cannot switch profiling on after them, so the capturing stack writes a sibli
 everything in them: steps are the profiled runs only, as with torch.profiler's schedule.
 
 Module paths are not in the profile. They come from the exported model: a sibling file
-`<profile>.nodes.json` maps node name -> {"module": ..., "framework_op": ...}; build it
-with `node_scopes_from_onnx` (see there for how the namespace metadata is parsed).
+`<profile>.nodes.json` maps node name -> {"module": ..., "framework_op": ..., "call": ...}
+(plus "members" and "call_members" for a node ORT fused from several); build it with
+`node_scopes_from_onnx` (see there for how the namespace and FX node metadata are parsed).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from porter.errors import TraceFormatError
-from porter.opclass import classify
+from porter.opclass import canonical_op, classify
 from profilers.base import ReadResult, TraceMeta
 from profilers.jsonio import load_json, number
 
@@ -54,6 +55,8 @@ class Scope:
     module: str
     framework_op: str
     members: str = ""  # a fused node's members by module (schema ops.members), from the side file
+    call: str = ""  # the op call the node came from, '<op>#<k>' (schema ops.call)
+    call_members: str = ""  # a fused node's member calls (schema ops.call_members)
 
 
 def scope_from_namespace(namespace: str) -> Scope:
@@ -80,21 +83,45 @@ def scope_from_namespace(namespace: str) -> Scope:
     return Scope("/".join(parts), framework_op)
 
 
-def node_scopes_from_onnx(model: Any) -> dict[str, dict[str, str]]:
-    """node name -> {"module", "framework_op"} for every node with `namespace` metadata.
+FX_NODE_KEY = "pkg.torch.onnx.fx_node"  # the exporter's FX node, '%linear_4 : [num_users=1] = call_function[...]'
 
-    `model` is an onnx.ModelProto or a path to a .onnx file. The result is what
-    `read` expects in `<profile>.nodes.json`.
+
+def fx_node_name(text: str) -> str:
+    """'%linear_4 : [num_users=1] = ...' -> 'linear_4'; '' when the text is not an FX node."""
+    head = text.split(" ", 1)[0]
+    return head[1:] if head.startswith("%") and len(head) > 1 else ""
+
+
+def node_scopes_from_onnx(model: Any) -> dict[str, dict[str, str]]:
+    """node name -> {"module", "framework_op", "call", "fx_node"} for every node with `namespace` metadata.
+
+    ``call`` is the op call the node came from, '<op>#<k>' (porter.targets.call_tags): the
+    exporter writes each node's FX node (FX_NODE_KEY; one ``linear`` becomes a MatMul and an
+    Add sharing it), the FX graph runs in program order, so k ranks that FX node among the FX
+    nodes of the same canonical op in the same module, in node order, as eager's calls are
+    ranked in time order (porter.analysis.step_median.call_index). A capture that has the
+    exported program names calls from its FX graph instead (porter.targets.onnx_calls). `model` is an
+    onnx.ModelProto or a path to a .onnx file. The result is what `read` expects in
+    `<profile>.nodes.json`.
     """
     import onnx  # optional dependency: only needed to build the side file
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
     out: dict[str, dict[str, str]] = {}
+    ranks: dict[tuple[str, str], dict[str, int]] = {}
     for node in proto.graph.node:
         props = {p.key: p.value for p in node.metadata_props}
         if node.name and props.get("namespace"):
             scope = scope_from_namespace(props["namespace"])
-            out[node.name] = {"module": scope.module, "framework_op": scope.framework_op}
+            entry = {"module": scope.module, "framework_op": scope.framework_op}
+            fx = fx_node_name(props.get(FX_NODE_KEY, ""))
+            if fx:
+                entry["fx_node"] = fx
+            if fx and scope.framework_op:
+                op = canonical_op(scope.framework_op)
+                seen = ranks.setdefault((scope.module, op), {})
+                entry["call"] = f"{op}#{seen.setdefault(fx, len(seen))}"
+            out[node.name] = entry
     return out
 
 
@@ -116,8 +143,8 @@ def load_node_scopes(profile: Path) -> dict[str, Scope]:
     out = {}
     for name, entry in doc.items():
         if isinstance(entry, dict):
-            out[name] = Scope(str(entry.get("module", "") or ""), str(entry.get("framework_op", "") or ""),
-                              str(entry.get("members", "") or ""))
+            out[name] = Scope(*(str(entry.get(k, "") or "") for k in
+                                ("module", "framework_op", "members", "call", "call_members")))
     return out
 
 
@@ -220,7 +247,7 @@ def read(path: Path) -> ReadResult:
     gpu_kernels = [e for e in work if e.cat == "Kernel"]
 
     ops: dict[str, list] = {k: [] for k in ("name", "framework_op", "op_class", "module", "step", "start_us",
-                                             "host_us", "input_shapes", "dtypes", "members")}
+                                             "host_us", "input_shapes", "dtypes", "members", "call", "call_members")}
     by_node: dict[tuple[str, int], int] = {}
     for i, e in enumerate(sorted(nodes, key=lambda e: e.ts)):
         node = e.name[: -len(KERNEL_SUFFIX)]
@@ -234,7 +261,8 @@ def read(path: Path) -> ReadResult:
                            ("op_class", classify(framework_op, [onnx_op] if onnx_op else [])),
                            ("module", scope.module if scope else ""), ("step", step),
                            ("start_us", e.ts - t0), ("host_us", e.dur), ("input_shapes", shapes), ("dtypes", dtypes),
-                           ("members", scope.members if scope else "")):
+                           ("members", scope.members if scope else ""), ("call", scope.call if scope else ""),
+                           ("call_members", scope.call_members if scope else "")):
             ops[key].append(value)
 
     kern: dict[str, list] = {k: [] for k in ("op_id", "step", "name", "start_us", "dur_us")}
@@ -260,7 +288,7 @@ def _gpu_kernels(kernels: list[Event], by_node: dict[tuple[str, int], int], runs
             op_id = len(ops["name"])
             for key, value in (("name", e.name), ("framework_op", ""), ("op_class", classify("", [e.name])),
                                ("module", ""), ("step", step), ("start_us", e.ts - t0), ("host_us", 0.0),
-                               ("input_shapes", ""), ("dtypes", ""), ("members", "")):
+                               ("input_shapes", ""), ("dtypes", ""), ("members", ""), ("call", ""), ("call_members", "")):
                 ops[key].append(value)
             synthetic.append(True)
         for key, value in (("op_id", op_id), ("step", step), ("name", e.name), ("start_us", e.ts - t0), ("dur_us", e.dur)):

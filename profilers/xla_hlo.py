@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from porter.opclass import classify
 from profilers.hlo_cost import HloCosts
-from porter.schema import MODULE_SEP, NO_MODULE, encode_members
+from porter.schema import MODULE_SEP, NO_MODULE, encode_call_members, encode_members
 from profilers.porter_tags import CALL_TAG, call_from_tags, module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
@@ -125,6 +125,7 @@ class HloOp:
     dtypes: str = ""
     members: str = ""  # JSON [[module, op, share], ...] when a fusion spans modules (HloModuleIndex.members)
     call: str = ""  # '<op>#<k>': the op call porter tagged it with (porter.targets.call_tags), '' untagged
+    call_members: str = ""  # JSON [[module, '<op>#<k>', share], ...] when a fusion holds several calls
 
 
 @dataclass
@@ -200,6 +201,22 @@ class HloModuleIndex:
             return module, op or member.opcode, member_cost(member, [by_id[o] for o in member.operands if o in by_id])
 
         return encode_members(entry(m) for m in by_id.values() if m.opcode not in _FREE)
+
+    def call_members(self, instr: _Instr) -> str:
+        """A fusion's instructions by the op call porter tagged each with (porter.targets.call_tags;
+        porter.schema.encode_call_members: '' unless two calls or more), each costed by
+        member_cost; a member without op_name takes the fusion's. Every member, not only the
+        root, so a GELU's elementwise chain fused with its dense layer's bias add shows both calls."""
+        by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
+        parent = self.op_name_of(instr)
+
+        def entry(member: _Instr) -> tuple[str, str, float]:
+            name = member.op_name or parent
+            call = call_from_tags(split_path(name)) if CALL_TAG in name else None
+            cost = member_cost(member, [by_id[o] for o in member.operands if o in by_id])
+            return (call[0], f"{call[1]}#{call[2]}", cost) if call else ("", "", cost)
+
+        return encode_call_members(entry(m) for m in by_id.values() if m.opcode not in _FREE)
 
     def op_name_of(self, instr: _Instr) -> str:
         """The instruction's op_name, else its fused root's (fusions may carry none)."""
@@ -292,6 +309,7 @@ class HloIndex:
         call = call_from_tags(split_path(op_name)) if CALL_TAG in op_name else None
         hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
                     members=mod.members(instr) if (mod and instr and instr.called) else "",
-                    call=f"{call[1]}#{call[2]}" if call else "", **extra)
+                    call=f"{call[1]}#{call[2]}" if call else "",
+                    call_members=mod.call_members(instr) if (mod and instr and instr.called) else "", **extra)
         self._cache[key] = hit
         return hit

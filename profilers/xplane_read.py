@@ -84,7 +84,7 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
     origin = min((g[0].start_ps for g in groups), default=0)
     ops: dict[str, list] = {k: [] for k in ("op_id", "name", "framework_op", "op_class", "module", "stream",
                                             "start_us", "host_us", "device_us", "kernel_count", "kernels", "synthetic",
-                                            "flops", "bytes", "input_shapes", "dtypes", "members", "call")}
+                                            "flops", "bytes", "input_shapes", "dtypes", "members", "call", "call_members")}
     kern: dict[str, list] = {k: [] for k in ("op_id", "name", "kind", "device_id", "stream", "start_us",
                                              "dur_us", "correlation", "step")}
     for op_id, group in enumerate(groups):
@@ -95,11 +95,11 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
             info = index.lookup(_program(first.stats), str(first.stats.get("hlo_module", "")), str(hlo), knames)
             name, fw, cls, module = str(hlo), info.framework_op, info.op_class, info.module
             cost = (info.flops, info.bytes, info.input_shapes, info.dtypes)
-            members, call = info.members, info.call
+            members, call, call_members = info.members, info.call, info.call_members
         else:
             name, fw, cls, module = first.name, "", classify("", knames), NO_MODULE
             cost = (float("nan"), float("nan"), "", "")
-            members = call = ""
+            members = call = call_members = ""
         dur_ps = sum(e.dur_ps for e in group)
         corr = [e.stats.get("correlation_id") for e in group]
         host = sum(launches.get(c, (0, 0))[1] for c in corr if isinstance(c, int))
@@ -119,6 +119,7 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
             ops[key].append(value)
         ops["members"].append(members)
         ops["call"].append(call)
+        ops["call_members"].append(call_members)
         for e, c in zip(group, corr):
             kern["op_id"].append(op_id)
             kern["name"].append(e.name)

@@ -151,3 +151,52 @@ def test_live_summary_says_the_profiled_ratio_is_not_the_headline(tmp_path_facto
     assert "each side timed on its own" in " ".join(text.split()) and "\nend to end:" not in text
     recorded = "\n".join(summary_lines(qwen_json, WIDTH))
     assert "\nend to end: target/source" in recorded and "profiled steps (where" not in recorded
+
+
+def _golden() -> dict:
+    import gzip
+
+    return json.loads(gzip.decompress((REPO / "fixtures" / "golden" / "bert_small_h100_mi300x.diagnosis.json.gz")
+                                      .read_bytes()))
+
+
+OP_CALLS_TITLE = "largest op-call gaps per step"
+
+
+def _op_call_block(lines: list[str]) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if line.startswith(OP_CALLS_TITLE))
+    return lines[start + 1:start + 1 + 5]
+
+
+def test_op_call_gaps_only_for_live_pairs_largest_either_way_first():
+    d = _golden()  # a recorded pair: no op calls, no block
+    assert "op_calls" not in d["alignment"]
+    assert not any(OP_CALLS_TITLE in line for line in summary_lines(d, WIDTH))
+    mod = "model/encoder/layer/{}/intermediate/intermediate_act_fn"
+    rows = [{"module": mod.format(i), "op": "gelu", "call": 0, "source_us": 100.0, "target_us": 100.0 + gap,
+             "ratio": (100.0 + gap) / 100.0, "evidence": "fused-share" if i == 3 else "identity-call"}
+            for i, gap in enumerate((5.0, -80.0, 30.0, 200.0, -1.0, 50.0, 7.0))]
+    d["alignment"]["op_calls"] = rows
+    lines = summary_lines(d, WIDTH)
+    assert max(map(len, lines)) <= WIDTH
+    block = _op_call_block(lines)
+    assert [line.split()[0] for line in block] == ["+200.0", "-80.0", "+50.0", "+30.0", "+7.0"]
+    assert block[0].endswith("intermediate_act_fn ~gelu#0") and "/…/" in block[0]  # estimated, path shortened
+    assert block[1].endswith("/layer/1/intermediate/intermediate_act_fn gelu#0")
+
+
+@pytest.mark.slow
+def test_live_summary_lists_the_demos_largest_op_call_gaps(tmp_path_factory):
+    from _diagnoses import live_transformer_diagnosis
+
+    d = json.loads((live_transformer_diagnosis(tmp_path_factory) / "diagnosis.json").read_text())
+    rows = d["alignment"]["op_calls"]
+    lines = summary_lines(d, WIDTH)
+    assert max(map(len, lines)) <= WIDTH
+    block = _op_call_block(lines)
+    top = sorted(rows, key=lambda r: abs(r["target_us"] - r["source_us"]), reverse=True)[:5]
+    assert len(block) == 5
+    for line, r in zip(block, top):
+        text = fmt_us(r["target_us"] - r["source_us"])
+        assert line.strip().startswith(text if text.startswith("-") else "+" + text)
+        assert line.endswith(f"{r['op']}#{r['call']}") and r["module"].split("/")[-1] in line

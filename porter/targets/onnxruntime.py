@@ -3,7 +3,9 @@
 Module paths: the dynamo exporter writes each node's module chain into its ``namespace``
 metadata; profilers.onnxruntime.node_scopes_from_onnx turns that into node -> module, and
 we write it beside the profile as ``<profile>.nodes.json`` for the reader. Paths are
-normalised to the torch stacks' convention (qualified name, '.' -> '/').
+normalised to the torch stacks' convention (qualified name, '.' -> '/'). Each node also
+carries the op call it came from (porter.targets.onnx_calls, from the exported program's FX
+graph), and a node ORT fused from several lists their calls (``call_members``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Iterator
 import torch
 
 from porter.errors import PorterError
-from porter.schema import encode_members
+from porter.schema import encode_call_members, encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
@@ -67,12 +69,19 @@ def export_failure(model_name: str, exc: BaseException) -> CaptureFailure:
     return failure
 
 
-def module_of_nodes(onnx_path: Path) -> dict[str, dict[str, str]]:
-    """node name -> {module, framework_op}, module in the torch stacks' path convention."""
+def module_of_nodes(onnx_path: Path, graph_module: Any = None) -> dict[str, dict[str, str]]:
+    """node name -> {module, framework_op, call, ...}, module in the torch stacks' path
+    convention; with the exported program's FX graph, calls named from it and folded
+    Conv+BatchNorm nodes given back to their convolution (porter.targets.onnx_calls)."""
+    import onnx
+
+    from porter.targets.onnx_calls import annotate, fx_calls
     from profilers.onnxruntime import node_scopes_from_onnx
 
-    return {name: {**entry, "module": module_path(entry.get("module", ""))}
-            for name, entry in node_scopes_from_onnx(onnx_path).items()}
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    scopes = {name: {**entry, "module": module_path(entry.get("module", ""))}
+              for name, entry in node_scopes_from_onnx(proto).items()}
+    return annotate(proto, scopes, fx_calls(graph_module)) if graph_module is not None else scopes
 
 
 def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
@@ -82,9 +91,11 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     inserts helpers (``gemm_input_reshape_token_3``); the CPU provider's NCHWc layout pass
     names nodes after the value they replace (``relu_nchwc``). An optimized node takes the
     scope of the original node that produced the same output value, else of the original
-    node (or value) its name starts with, else of the producer of its first input that has one.
+    node (or value) its name starts with, else of the one node it feeds when that has one
+    (a Gemm's input reshape), else of the producer of its first input that has one.
     A fused node that replaced original nodes of several modules also lists them
-    (``members``, fused_members) so the analysis can split its time.
+    (``members``, fused_members; it is then named after its costliest member) and their op
+    calls (``call_members``, fused_calls) so the analysis can split its time.
     """
     producer = {out: n.name for n in original.node for out in n.output}
     dims = _dims(original)
@@ -95,18 +106,36 @@ def scopes_of_optimized(original: Any, optimized: Any, nodes: dict[str, dict[str
     materialized = {v for vals in computes.values() for v in vals}
     scope_of_value: dict[str, dict[str, str]] = {v: nodes[n] for v, n in producer.items() if n in nodes}
     out = dict(nodes)
-    for node in optimized.node:
-        if node.name in out:
-            continue
+    users: dict[str, list[Any]] = {}
+    for n in optimized.node:
+        for v in n.input:
+            users.setdefault(v, []).append(n)
+
+    def own(node: Any) -> dict[str, str] | None:
+        """The node's scope by its output value or its name."""
+        if node.name in nodes:
+            return nodes[node.name]
         found = next((scope_of_value[v] for v in node.output if v in scope_of_value), None)
         if found is None:  # fused: "<original node>/<Fusion>"; NCHWc layout: "<original value>_nchwc"
             stem = node.name.split("/")[0]
             found = nodes.get(stem) or scope_of_value.get(_NCHWC.sub("", stem))
+        return found
+
+    for node in optimized.node:
+        if node.name in out:
+            continue
+        found = own(node)
+        if found is None:  # a helper feeding one node (a Gemm's input reshape) is that node's work
+            feeds = [u for v in node.output for u in users.get(v, [])]
+            found = own(feeds[0]) if len(feeds) == 1 else None
         if found is None:
             found = next((scope_of_value[v] for v in node.input if v in scope_of_value), None)
         if found is not None:
-            members = fused_members(computes[node.name], materialized - set(computes[node.name]), original, nodes, dims)
-            out[node.name] = {**found, "members": members} if members else found
+            replaced = replaced_nodes(computes[node.name], materialized - set(computes[node.name]), original)
+            members, calls = fused_members(replaced, nodes, dims), fused_calls(replaced, nodes, dims)
+            top = json.loads(members)[0][1] if members else ""  # named after its costliest member (a Conv, not its ReLU)
+            out[node.name] = {**found, **({"members": members, "framework_op": top} if members else {}),
+                              **({"call_members": calls} if calls else {})}
             for v in node.output:
                 scope_of_value.setdefault(v, found)
     return out
@@ -136,10 +165,8 @@ def node_cost(node: Any, dims: dict[str, tuple[int, ...]]) -> float:
     return float(out)
 
 
-def fused_members(outputs: list[str], boundary: set[str], original: Any, nodes: dict[str, dict[str, str]],
-                  dims: dict[str, tuple[int, ...]]) -> str:
-    """The original nodes an optimized (fused) node replaced, by module with their share of the
-    estimated cost, as JSON [[module, op, share], ...]; '' within one module or when unknown.
+def replaced_nodes(outputs: list[str], boundary: set[str], original: Any) -> dict[str, Any]:
+    """The original nodes an optimized (fused) node replaced, by name; {} when unknown.
 
     Walks back through the original graph from the values the fused node computes (outputs,
     original names) to values some other node of the optimized graph computes (boundary).
@@ -153,11 +180,38 @@ def fused_members(outputs: list[str], boundary: set[str], original: Any, nodes: 
             continue
         seen[n.name] = n
         if len(seen) > MAX_MEMBERS:
-            return ""
+            return {}
         todo.extend(producer[i] for i in n.input if i and i not in boundary and i in producer)
-    return encode_members((nodes.get(name, {}).get("module", ""),
-                           nodes.get(name, {}).get("framework_op", "") or n.op_type, node_cost(n, dims))
-                          for name, n in seen.items())
+    return seen
+
+
+def _parts(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dict[str, tuple[int, ...]],
+           key: str, label: str) -> list[tuple[str, str, float]]:
+    """(module, label, estimated cost) of each replaced original node; a node the exporter
+    already folded (its scope's own ``key`` list: a Conv holding its BatchNorm,
+    porter.targets.onnx_calls) is its parts, its cost shared by their shares."""
+    out = []
+    for name, n in replaced.items():
+        scope, cost = nodes.get(name, {}), node_cost(n, dims)
+        inner = json.loads(scope[key]) if scope.get(key) else []
+        if inner:
+            out.extend((m, lab, cost * share) for m, lab, share in inner)
+        else:
+            out.append((scope.get("module", ""), scope.get(label, "") or (n.op_type if label == "framework_op" else ""), cost))
+    return out
+
+
+def fused_members(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dict[str, tuple[int, ...]]) -> str:
+    """The replaced original nodes by module with their share of the estimated cost, as JSON
+    [[module, op, share], ...] (porter.schema.encode_members); '' within one module or unknown."""
+    return encode_members(_parts(replaced, nodes, dims, "members", "framework_op"))
+
+
+def fused_calls(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dict[str, tuple[int, ...]]) -> str:
+    """The replaced original nodes by the op call each came from (a Conv, its BatchNorm and its
+    ReLU folded into one node are three calls), with their share of the estimated cost, as
+    JSON [[module, '<op>#<k>', share], ...] (porter.schema.encode_call_members); '' for one call."""
+    return encode_call_members(_parts(replaced, nodes, dims, "call_members", "call"))
 
 
 def module_outputs(graph: Any, node_modules: dict[str, str]) -> dict[str, str]:
@@ -250,7 +304,8 @@ class OrtStack(Stack):
         except Exception as exc:
             raise export_failure(model.name, exc) from None
         export_s = time.perf_counter() - t0
-        nodes = module_of_nodes(onnx_path)
+        graph = getattr(getattr(program, "exported_program", None), "graph_module", None)
+        nodes = module_of_nodes(onnx_path, graph)
         prepared = Prepared(self.name, device, model, call=lambda *a: a, inputs=(),
                             handle={"onnx": onnx_path, "nodes": nodes})
         sess = self._session(prepared)
