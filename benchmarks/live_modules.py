@@ -17,9 +17,11 @@ One intra-op thread by default (a shared machine: OpenMP kernels wait for desche
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,15 +32,17 @@ REPEATS = 30
 BIG_RATIO = 20.0
 
 
-def leaf_inputs(module: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
-    """Porter path -> positional inputs of each leaf module's first call."""
-    seen: dict[str, tuple[Any, ...]] = {}
+def leaf_inputs(module: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, list[tuple[Any, ...]]]:
+    """Porter path -> positional inputs of every call of each leaf module in one forward (a
+    resnet block calls its ReLU twice: alone, both calls are timed and added)."""
+    seen: dict[str, list[tuple[Any, ...]]] = {}
     hooks = []
     for name, mod in module.named_modules():
         if name and not list(mod.children()):
             path = name.replace(".", "/")
             hooks.append(mod.register_forward_pre_hook(
-                lambda m, a, _p=path: seen.setdefault(_p, tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a))))
+                lambda m, a, _p=path: seen.setdefault(_p, []).append(
+                    tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a))))
     with torch.no_grad():
         module(*inputs)
     for h in hooks:
@@ -77,8 +81,8 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[
     return eager
 
 
-def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Median wall time per call of each callable, interleaved so load drifts hit all alike."""
+def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Wall time of each callable per repeat, interleaved so load drifts hit all alike."""
     for c in calls.values():
         c()
         c()
@@ -88,7 +92,11 @@ def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, fl
             t0 = time.perf_counter()
             c()
             samples[k].append((time.perf_counter() - t0) * 1e6)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
+
+
+def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    return {k: statistics.median(v) for k, v in samples_us(calls, repeats).items()}
 
 
 class _Floor(torch.nn.Module):
@@ -98,26 +106,83 @@ class _Floor(torch.nn.Module):
         return x + 1
 
 
-def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, tuple[Any, ...]]) -> dict[str, dict[str, float]]:
-    """Each leaf run alone on both stacks (median of REPEATS interleaved), less each stack's
-    floor: a module inside the compiled program does not pay the per-call guards and dispatch
-    that the same module pays when called alone."""
+@dataclass(frozen=True)
+class Alone:
+    """One leaf module run alone, every call it makes in one forward, less the per-call floors."""
+
+    src: float  # us per forward, median over repeats
+    tgt: float
+    gap: float  # median over repeats of (target - source), same repeat
+    ci: float  # half-width of the gap median's 95% interval: 1.58 * IQR / sqrt(n) (McGill's notch)
+
+
+def _notch(xs: list[float]) -> float:
+    q1, _, q3 = statistics.quantiles(xs, n=4)
+    return 1.58 * (q3 - q1) / math.sqrt(len(xs))
+
+
+def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, list[tuple[Any, ...]]],
+                repeats: int = REPEATS) -> dict[str, Alone]:
+    """Each leaf run alone on both stacks (every call of one forward, interleaved, repeats times),
+    less each stack's floor per call: a module inside the compiled program does not pay the
+    per-call guards and dispatch that the same module pays when called alone."""
     floor = median_us({"src": runner("eager", _Floor(), (torch.ones(1),)),
-                       "tgt": runner(stack, _Floor(), (torch.ones(1),))}, REPEATS)
+                       "tgt": runner(stack, _Floor(), (torch.ones(1),))}, repeats)
     print(f"  per-call floor alone: eager {floor['src']:.1f} us, {stack} {floor['tgt']:.1f} us (subtracted)")
     out = {}
-    for path, args in leaves.items():
+    for path, calls in leaves.items():
         try:
-            t = median_us({"src": runner("eager", mods[path], args), "tgt": runner(stack, mods[path], args)}, REPEATS)
+            fns = {f"{side}{i}": runner("eager" if side == "src" else stack, mods[path], args)
+                   for i, args in enumerate(calls) for side in ("src", "tgt")}
+            t = samples_us(fns, repeats)
         except Exception as exc:  # a module that does not run alone: said, not hidden
             print(f"  {path}: not run alone ({type(exc).__name__}: {str(exc)[:80]})")
             continue
-        out[path] = {k: max(t[k] - floor[k], 0.0) for k in t}
+        per = {side: [max(sum(t[f"{side}{i}"][r] for i in range(len(calls))) - len(calls) * floor[side], 0.0)
+                      for r in range(repeats)] for side in ("src", "tgt")}
+        gaps = [b - a for a, b in zip(per["src"], per["tgt"])]
+        out[path] = Alone(statistics.median(per["src"]), statistics.median(per["tgt"]), statistics.median(gaps), _notch(gaps))
     return out
 
 
 def top3(gaps: dict[str, float]) -> list[str]:
     return sorted(gaps, key=lambda k: -abs(gaps[k]))[:3]
+
+
+def agreeing(diagnosed: dict[str, float], alone: dict[str, Alone]) -> list[str]:
+    """Of the diagnosed top 3 leaf modules by |gap|, those that agree with the alone timing: same
+    sign of gap alone, and an alone |gap| that reaches the alone third-largest within the two
+    intervals (|gap| + ci >= |third| - ci(third)): modules whose alone gaps are tied within the
+    measurement noise are all counted as top 3, not ordered by chance."""
+    ranked = top3({k: v.gap for k, v in alone.items()})
+    if not ranked:
+        return []
+    third = alone[ranked[-1]]
+    bar = abs(third.gap) - third.ci
+    out = []
+    for k in top3(diagnosed):
+        a = alone.get(k)
+        if a is not None and (a.gap > 0) == (diagnosed[k] > 0) and abs(a.gap) + a.ci >= bar:
+            out.append(k)
+    return out
+
+
+def diagnosed_gaps(d: Any, leaves: Any) -> dict[str, float]:
+    """Leaf module -> its gap in the unprofiled step (us, target - source), as diagnosis.json's
+    by_module carries it (each side's profiled share times its unprofiled step: porter.analysis.
+    headline.scaled_to_step), the profiled gap per step where there is no unprofiled step."""
+    rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
+    if "source_step_us" in rows.columns:
+        return (rows["target_step_us"] - rows["source_step_us"]).to_dict()
+    return (rows["delta_us"] / max(d.e2e.source.n, 1)).to_dict()
+
+
+def step_scaled(d: Any, rows: Any) -> Any:
+    """rows with source_step_us / target_step_us as diagnosis.json writes them (live pairs)."""
+    from porter.analysis.headline import scaled_to_step
+
+    al = d.alignment
+    return scaled_to_step(rows, d.extras.get("headline") or {}, al.source_times.total, al.target_times.total)
 
 
 def check(model: str, target: str, out: Path) -> dict[str, Any]:
@@ -142,39 +207,38 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
     leaves = leaf_inputs(spec.module, spec.example_inputs)
     mods = dict((n.replace(".", "/"), m) for n, m in spec.module.named_modules())
     stack = target.split(":")[-1]
-    rows = d.by_module[d.by_module["key"].isin(leaves)].set_index("key")
+    rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
     # beside the profiled time per step, the diagnosis' step-scaled figure: each module's share of
     # its side's profiled time times that side's unprofiled step from the interleaved timing (load
     # drift between the captures cancels, but an eager model's Python time between ops is spread
     # over its modules), as diagnosis.json's groups carry it (porter.analysis.headline)
-    sides = (d.extras.get("headline") or {}).get("sides") or {}
-    scale = {role: (sides[role]["unprofiled_step_s"] * 1e6 / total if sides and total > 0 else 1.0 / steps)
-             for role, total in (("source", d.alignment.source_times.total), ("target", d.alignment.target_times.total))}
-    rows = rows.assign(src_step=rows["source_us"] * scale["source"], tgt_step=rows["target_us"] * scale["target"])
-    diag_gap = (rows["delta_us"] / steps).to_dict()
+    steps_rows = rows.assign(profiled_src=rows["source_us"] / steps, profiled_tgt=rows["target_us"] / steps)
+    diag_gap = diagnosed_gaps(d, leaves)
     big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
     alone = alone_times(stack, mods, leaves) if stack in ("xla", "inductor") else {}
-    result: dict[str, Any] = {"coverage": cov, "big": len(big)}
-    print("top 3 gaps by leaf module, diagnosed (profiled, each op call's median over steps) beside alone "
-          f"(median of {REPEATS} interleaved, less the floor):")
+    result: dict[str, Any] = {"coverage": cov, "big": len(big), "diagnosed": diag_gap, "alone": alone}
+    print("top 3 gaps by leaf module, diagnosed (each side's profiled share of its unprofiled step; profiled "
+          f"per step in brackets) beside alone (every call of one forward, median of {REPEATS} interleaved, less "
+          "the floor per call; +- the gap median's 95% notch):")
     for key in top3(diag_gap):
-        r = rows.loc[key]
+        r = steps_rows.loc[key]
         t = alone.get(key)
-        a = f"alone {t['src']:.1f} -> {t['tgt']:.1f} us (x{t['tgt'] / t['src'] if t['src'] else float('nan'):.2f})" if t else "alone: not timed"
-        print(f"  {key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us/step (x{r.ratio:.2f}; step-scaled "
-              f"{r.src_step:.1f} -> {r.tgt_step:.1f}); {a}")
+        a = f"alone {t.src:.1f} -> {t.tgt:.1f} us, gap {t.gap:+.1f} +- {t.ci:.1f}" if t else "alone: not timed"
+        src_step = r.get("source_step_us", float("nan"))
+        tgt_step = r.get("target_step_us", float("nan"))
+        print(f"  {key}: {src_step:.1f} -> {tgt_step:.1f} us, gap {diag_gap[key]:+.1f} (profiled "
+              f"{r.profiled_src:.1f} -> {r.profiled_tgt:.1f}, x{r.ratio:.2f}); {a}")
     if alone:
-        alone_gap = {k: v["tgt"] - v["src"] for k, v in alone.items()}
-        dt, at = top3(diag_gap), top3(alone_gap)
-        same_sign = sum(1 for k in dt if k in alone_gap and (alone_gap[k] > 0) == (diag_gap[k] > 0))
-        print(f"top 3 alone: {', '.join(f'{k} ({alone_gap[k]:+.1f} us)' for k in at)}")
-        print(f"agreement: {len(set(dt) & set(at))}/3 of the diagnosed top 3 are in the alone top 3; "
-              f"{same_sign}/3 have the same sign of gap alone")
-        result.update(overlap=len(set(dt) & set(at)), same_sign=same_sign)
+        at = top3({k: v.gap for k, v in alone.items()})
+        agree = agreeing(diag_gap, alone)
+        print(f"top 3 alone: {', '.join(f'{k} ({alone[k].gap:+.1f} +- {alone[k].ci:.1f} us)' for k in at)}")
+        print(f"agreement: {len(agree)}/3 of the diagnosed top 3 agree with the alone timing (same sign, |gap| within "
+              f"the intervals of the alone third-largest); strict: {len(set(top3(diag_gap)) & set(at))}/3 in the alone top 3")
+        result.update(agree=len(agree), strict=len(set(top3(diag_gap)) & set(at)))
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)
-        a = (f"alone x{t['tgt'] / t['src'] if t['src'] else float('nan'):.2f}" if t else
+        a = (f"alone x{t.tgt / t.src if t.src else float('nan'):.2f}" if t else
              "alone: not a leaf module" if alone and r.module not in leaves else "alone: not timed")
         print(f"  {r.module or '(root)'} [{r.evidence}]: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us "
               f"(x{r.ratio:.2f}); {a}")
