@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 import torch
 
 LIBRARY = Path(__file__).resolve().parents[1] / "tests" / "models" / "library_models.py"
 REPEATS = 30
+STEPS = 9  # profiled steps: the 95% interval of a median of 9 leaves out the extreme steps (5: the range)
 BIG_RATIO = 20.0
 
 
@@ -82,16 +84,20 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[
 
 
 def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Wall time of each callable per repeat, interleaved so load drifts hit all alike."""
+    """CPU time of the process for each callable per repeat, interleaved so load drifts hit all
+    alike. CPU time, not wall: a descheduled process accrues none, so other work on a shared
+    machine does not stretch it (an eager 512x2048 GEMM: wall quartiles 10.8/15.0/15.3 ms, CPU
+    7.0/7.0/7.3 ms at load 4 on 2 cores), and each stack runs one op at a time on one thread here
+    (torch.set_num_threads(1); XLA:CPU's Eigen pool off), so its CPU time is its work's time."""
     for c in calls.values():
         c()
         c()
     samples: dict[str, list[float]] = {k: [] for k in calls}
     for _ in range(repeats):
         for k, c in calls.items():
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             c()
-            samples[k].append((time.perf_counter() - t0) * 1e6)
+            samples[k].append((time.process_time() - t0) * 1e6)
     return samples
 
 
@@ -113,12 +119,16 @@ class Alone:
     src: float  # us per forward, median over repeats
     tgt: float
     gap: float  # median over repeats of (target - source), same repeat
-    ci: float  # half-width of the gap median's 95% interval: 1.58 * IQR / sqrt(n) (McGill's notch)
+    ci: float  # half-width of the gap median's 95% interval (_notch: order statistics)
 
 
 def _notch(xs: list[float]) -> float:
-    q1, _, q3 = statistics.quantiles(xs, n=4)
-    return 1.58 * (q3 - q1) / math.sqrt(len(xs))
+    """Half-width of the 95% interval of the median from order statistics (distribution-free, so
+    a few stalled repeats do not widen it as an IQR does): the k-th smallest and k-th largest,
+    k = floor((n - 1.96 sqrt(n)) / 2); with five samples that is the range."""
+    v = sorted(xs)
+    k = max(int((len(v) - 1.96 * math.sqrt(len(v))) / 2), 0)
+    return (v[len(v) - 1 - k] - v[k]) / 2
 
 
 def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, list[tuple[Any, ...]]],
@@ -149,22 +159,63 @@ def top3(gaps: dict[str, float]) -> list[str]:
     return sorted(gaps, key=lambda k: -abs(gaps[k]))[:3]
 
 
-def agreeing(diagnosed: dict[str, float], alone: dict[str, Alone]) -> list[str]:
-    """Of the diagnosed top 3 leaf modules by |gap|, those that agree with the alone timing: same
-    sign of gap alone, and an alone |gap| that reaches the alone third-largest within the two
-    intervals (|gap| + ci >= |third| - ci(third)): modules whose alone gaps are tied within the
-    measurement noise are all counted as top 3, not ordered by chance."""
-    ranked = top3({k: v.gap for k, v in alone.items()})
+def tied_top(gaps: dict[str, float], ci: dict[str, float]) -> set[str]:
+    """The top 3 by |gap| and every module tied with the third within the two intervals
+    (|gap| + ci >= |third| - ci(third)): ties are not ordered by chance."""
+    ranked = top3(gaps)
     if not ranked:
-        return []
-    third = alone[ranked[-1]]
-    bar = abs(third.gap) - third.ci
-    out = []
-    for k in top3(diagnosed):
-        a = alone.get(k)
-        if a is not None and (a.gap > 0) == (diagnosed[k] > 0) and abs(a.gap) + a.ci >= bar:
-            out.append(k)
-    return out
+        return set()
+    bar = abs(gaps[ranked[-1]]) - ci.get(ranked[-1], 0.0)
+    return {k for k, g in gaps.items() if abs(g) + ci.get(k, 0.0) >= bar}
+
+
+@dataclass(frozen=True)
+class Agreement:
+    agree: int  # of 3: diagnosed top modules (ties allowed) in the alone top (ties allowed), same sign
+    strict: int  # of 3: the diagnosed top 3 in the alone top 3, no tolerance
+    diagnosed_top: list[str]  # the tied sets, largest |gap| first
+    alone_top: list[str]
+
+
+def agreement(diagnosed: dict[str, float], diagnosed_ci: dict[str, float], alone: dict[str, Alone]) -> Agreement:
+    """The rule: each side's top 3 leaf modules by |gap| with every module tied with its third
+    within the 95% intervals (diagnosed: the per-step gaps' notch; alone: the repeats' notch).
+    Agreement counts the modules in both tied sets whose gap has the same sign on both, at most 3:
+    a diagnosed top 3 that can be chosen among its ties to match the alone timing. Tied sets
+    larger than 3 are reported, since a set of everything would agree with anything."""
+    a_gap = {k: v.gap for k, v in alone.items()}
+    dt = tied_top({k: v for k, v in diagnosed.items() if k in alone}, diagnosed_ci)
+    at = tied_top(a_gap, {k: v.ci for k, v in alone.items()})
+    both = [k for k in dt & at if (a_gap[k] > 0) == (diagnosed[k] > 0)]
+    order = lambda xs, g: sorted(xs, key=lambda k: -abs(g[k]))  # noqa: E731
+    return Agreement(min(len(both), 3), len(set(top3(diagnosed)) & set(top3(a_gap))), order(dt, diagnosed), order(at, a_gap))
+
+
+def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
+    """Leaf module -> half-width of the 95% interval of its diagnosed gap: the notch of the gaps of
+    the profiled steps (step k of one side against step k of the other), each side scaled to its
+    unprofiled step as the diagnosed gap is."""
+    from porter.analysis.optime import op_times
+
+    al = d.alignment
+    sides = (d.extras.get("headline") or {}).get("sides") or {}
+    out: dict[str, list[float]] = {}
+    per: dict[str, Any] = {}
+    for role, ops, times in (("source", al.source_ops, al.source_times), ("target", al.target_ops, al.target_times)):
+        raw = op_times(ops).values.reindex(ops["op_id"].to_numpy()).fillna(0.0).to_numpy()
+        f = pd.DataFrame({"module": ops["module"].to_numpy(), "step": ops["step"].to_numpy(), "t": raw})
+        f = f[(f["step"] >= 0) & f["module"].isin(keys)]
+        steps = sorted(f["step"].unique())
+        scale = (sides[role]["unprofiled_step_s"] * 1e6 * len(steps) / times.total) if sides and times.total > 0 else 1.0
+        tab = f.pivot_table(index="module", columns="step", values="t", aggfunc="sum").reindex(columns=steps).fillna(0.0)
+        per[role] = tab.to_numpy() * scale, list(tab.index)
+    s, s_keys = per["source"]
+    t, t_keys = per["target"]
+    n = min(s.shape[1], t.shape[1])
+    for k in keys:
+        if k in s_keys and k in t_keys and n >= 2:
+            out[k] = list(t[t_keys.index(k), :n] - s[s_keys.index(k), :n])
+    return {k: _notch(v) if len(v) >= 2 else 0.0 for k, v in out.items()}
 
 
 def diagnosed_gaps(d: Any, leaves: Any) -> dict[str, float]:
@@ -193,7 +244,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
 
     ref = f"{LIBRARY}:{model}"
     d, _ = diagnose_specs("cpu", target, out, model=ref, report=False,
-                          capture_options=CaptureOptions(steps=5, warmup=1, repeats=5, activations=False))
+                          capture_options=CaptureOptions(steps=STEPS, warmup=1, repeats=5, activations=False))
     stats = d.alignment.stats
     cov = d.coverage()
     steps = max(d.e2e.source.n, 1)
@@ -229,12 +280,12 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
         print(f"  {key}: {src_step:.1f} -> {tgt_step:.1f} us, gap {diag_gap[key]:+.1f} (profiled "
               f"{r.profiled_src:.1f} -> {r.profiled_tgt:.1f}, x{r.ratio:.2f}); {a}")
     if alone:
-        at = top3({k: v.gap for k, v in alone.items()})
-        agree = agreeing(diag_gap, alone)
-        print(f"top 3 alone: {', '.join(f'{k} ({alone[k].gap:+.1f} +- {alone[k].ci:.1f} us)' for k in at)}")
-        print(f"agreement: {len(agree)}/3 of the diagnosed top 3 agree with the alone timing (same sign, |gap| within "
-              f"the intervals of the alone third-largest); strict: {len(set(top3(diag_gap)) & set(at))}/3 in the alone top 3")
-        result.update(agree=len(agree), strict=len(set(top3(diag_gap)) & set(at)))
+        noise = diagnosed_noise(d, list(leaves))
+        ag = agreement(diag_gap, noise, alone)
+        print("tied top, diagnosed: " + ", ".join(f"{k} ({diag_gap[k]:+.1f} +- {noise.get(k, 0):.1f} us)" for k in ag.diagnosed_top))
+        print("tied top, alone:     " + ", ".join(f"{k} ({alone[k].gap:+.1f} +- {alone[k].ci:.1f} us)" for k in ag.alone_top))
+        print(f"agreement: {ag.agree}/3 (top 3 with ties within the 95% intervals, same sign); strict (no tolerance): {ag.strict}/3")
+        result.update(agree=ag.agree, strict=ag.strict, agreement=ag)
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)
