@@ -2,13 +2,18 @@
 
 For each model x target: `porter diagnose MODEL --from cpu --to TARGET` (library models built
 from configs with random weights, tests/models/library_models.py; `*_wide` are sizes where
-compute outweighs a call's dispatch), then every leaf module is run alone on both stacks with
-the input it saw in the model (eager; torchax + jax.jit; torch.compile/inductor), median of
-repeats, interleaved, less each stack's per-call floor (the cheapest call it can make: a
-module inside the compiled program does not pay the guards and dispatch of a call alone).
+compute outweighs a call's dispatch), 9 profiled steps. Then every leaf module is run alone on
+both stacks (eager; torchax + jax.jit; torch.compile/inductor), each call it made in one forward
+with the input it saw, interleaved, 30 repeats of the process's CPU time (a shared machine's
+other work does not stretch it), less each stack's per-call floor (the cheapest call it can make:
+a module inside the compiled program does not pay the guards and dispatch of a call alone).
+The diagnosed gap of a module is the one diagnosis.json carries for a live pair: each side's
+profiled share scaled to its unprofiled step (porter.analysis.headline.scaled_to_step).
+Agreement (agreement()): each side's top 3 by |gap| with the modules tied with its third
+within the 95% intervals; three modules in both sets with the same sign agree.
 Prints, per model x target: coverage, share split by estimate, host work left out of
-coverage, the diagnosed top 3 gaps by leaf module beside their alone timing, the alone top
-3 and how many agree, the groups above 20x with their alone ratio, and the top 3 fixes.
+coverage, the diagnosed top 3 gaps by leaf module beside their alone timing, both tied sets
+and the agreement, the groups above 20x with their alone ratio, and the top 3 fixes.
 One intra-op thread by default (a shared machine: OpenMP kernels wait for descheduled threads).
 
     .venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...]
@@ -304,7 +309,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide")
+    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide,gpt2_wide3")
     ap.add_argument("--targets", default="xla,cpu:inductor,cpu:ort")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (1: on a shared machine OpenMP kernels otherwise wait for descheduled threads)")
