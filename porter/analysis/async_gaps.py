@@ -4,8 +4,8 @@ XLA:CPU's thunk runtime runs a convolution or dot on its worker pool and returns
 work is done: the traced event of ``convolution.1`` can last 20 us while the convolution
 runs for 7 ms with no event on any traced thread, until the next op that needs its result
 starts. Measured on resnet_wide (8x3x64x64, one intra-op thread): layer1/conv1's event took
-5724, 42, 3022, 21 and 27 us in five profiled steps, and the step held 7-10 ms with no op
-running on any thread right after it; charged only its events, layer1 read 17 us on XLA
+5724, 42, 3022, 21 and 27 us in five profiled steps, and 3-15 ms per step passed with no op
+running on any thread right after layer1's two convolutions; charged only its events, layer1 read 17 us on XLA
 against 10 ms eager (a 600x "gap" the other way, where alone both are milliseconds).
 
 Here, in each profiled step of an XLA:CPU capture, every stretch of at least ``MIN_GAP_US``
