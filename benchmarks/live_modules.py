@@ -2,13 +2,18 @@
 
 For each model x target: `porter diagnose MODEL --from cpu --to TARGET` (library models built
 from configs with random weights, tests/models/library_models.py; `*_wide` are sizes where
-compute outweighs a call's dispatch), then every leaf module is run alone on both stacks with
-the input it saw in the model (eager; torchax + jax.jit; torch.compile/inductor), median of
-repeats, interleaved, less each stack's per-call floor (the cheapest call it can make: a
-module inside the compiled program does not pay the guards and dispatch of a call alone).
+compute outweighs a call's dispatch), 9 profiled steps. Then every leaf module is run alone on
+both stacks (eager; torchax + jax.jit; torch.compile/inductor), each call it made in one forward
+with the input it saw, interleaved, 30 repeats of the process's CPU time (a shared machine's
+other work does not stretch it), less each stack's per-call floor (the cheapest call it can make:
+a module inside the compiled program does not pay the guards and dispatch of a call alone).
+The diagnosed gap of a module is the one diagnosis.json carries for a live pair: each side's
+profiled share scaled to its unprofiled step (porter.analysis.headline.scaled_to_step).
+Agreement (agreement()): each side's top 3 by |gap| with the modules tied with its third
+within the 95% intervals; three modules in both sets with the same sign agree.
 Prints, per model x target: coverage, share split by estimate, host work left out of
-coverage, the diagnosed top 3 gaps by leaf module beside their alone timing, the alone top
-3 and how many agree, the groups above 20x with their alone ratio, and the top 3 fixes.
+coverage, the diagnosed top 3 gaps by leaf module beside their alone timing, both tied sets
+and the agreement, the groups above 20x with their alone ratio, and the top 3 fixes.
 One intra-op thread by default (a shared machine: OpenMP kernels wait for descheduled threads).
 
     .venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...]
@@ -17,28 +22,34 @@ One intra-op thread by default (a shared machine: OpenMP kernels wait for desche
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 import torch
 
 LIBRARY = Path(__file__).resolve().parents[1] / "tests" / "models" / "library_models.py"
 REPEATS = 30
+STEPS = 9  # profiled steps: the 95% interval of a median of 9 leaves out the extreme steps (5: the range)
 BIG_RATIO = 20.0
 
 
-def leaf_inputs(module: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
-    """Porter path -> positional inputs of each leaf module's first call."""
-    seen: dict[str, tuple[Any, ...]] = {}
+def leaf_inputs(module: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, list[tuple[Any, ...]]]:
+    """Porter path -> positional inputs of every call of each leaf module in one forward (a
+    resnet block calls its ReLU twice: alone, both calls are timed and added)."""
+    seen: dict[str, list[tuple[Any, ...]]] = {}
     hooks = []
     for name, mod in module.named_modules():
         if name and not list(mod.children()):
             path = name.replace(".", "/")
             hooks.append(mod.register_forward_pre_hook(
-                lambda m, a, _p=path: seen.setdefault(_p, tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a))))
+                lambda m, a, _p=path: seen.setdefault(_p, []).append(
+                    tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a))))
     with torch.no_grad():
         module(*inputs)
     for h in hooks:
@@ -77,18 +88,26 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[
     return eager
 
 
-def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """Median wall time per call of each callable, interleaved so load drifts hit all alike."""
+def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """CPU time of the process for each callable per repeat, interleaved so load drifts hit all
+    alike. CPU time, not wall: a descheduled process accrues none, so other work on a shared
+    machine does not stretch it (an eager 512x2048 GEMM: wall quartiles 10.8/15.0/15.3 ms, CPU
+    7.0/7.0/7.3 ms at load 4 on 2 cores), and each stack runs one op at a time on one thread here
+    (torch.set_num_threads(1); XLA:CPU's Eigen pool off), so its CPU time is its work's time."""
     for c in calls.values():
         c()
         c()
     samples: dict[str, list[float]] = {k: [] for k in calls}
     for _ in range(repeats):
         for k, c in calls.items():
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             c()
-            samples[k].append((time.perf_counter() - t0) * 1e6)
-    return {k: statistics.median(v) for k, v in samples.items()}
+            samples[k].append((time.process_time() - t0) * 1e6)
+    return samples
+
+
+def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    return {k: statistics.median(v) for k, v in samples_us(calls, repeats).items()}
 
 
 class _Floor(torch.nn.Module):
@@ -98,26 +117,128 @@ class _Floor(torch.nn.Module):
         return x + 1
 
 
-def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, tuple[Any, ...]]) -> dict[str, dict[str, float]]:
-    """Each leaf run alone on both stacks (median of REPEATS interleaved), less each stack's
-    floor: a module inside the compiled program does not pay the per-call guards and dispatch
-    that the same module pays when called alone."""
+@dataclass(frozen=True)
+class Alone:
+    """One leaf module run alone, every call it makes in one forward, less the per-call floors."""
+
+    src: float  # us per forward, median over repeats
+    tgt: float
+    gap: float  # median over repeats of (target - source), same repeat
+    ci: float  # half-width of the gap median's 95% interval (_notch: order statistics)
+
+
+def _notch(xs: list[float]) -> float:
+    """Half-width of the 95% interval of the median from order statistics (distribution-free, so
+    a few stalled repeats do not widen it as an IQR does): the k-th smallest and k-th largest,
+    k = floor((n - 1.96 sqrt(n)) / 2); with five samples that is the range."""
+    v = sorted(xs)
+    k = max(int((len(v) - 1.96 * math.sqrt(len(v))) / 2), 0)
+    return (v[len(v) - 1 - k] - v[k]) / 2
+
+
+def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, list[tuple[Any, ...]]],
+                repeats: int = REPEATS) -> dict[str, Alone]:
+    """Each leaf run alone on both stacks (every call of one forward, interleaved, repeats times),
+    less each stack's floor per call: a module inside the compiled program does not pay the
+    per-call guards and dispatch that the same module pays when called alone."""
     floor = median_us({"src": runner("eager", _Floor(), (torch.ones(1),)),
-                       "tgt": runner(stack, _Floor(), (torch.ones(1),))}, REPEATS)
+                       "tgt": runner(stack, _Floor(), (torch.ones(1),))}, repeats)
     print(f"  per-call floor alone: eager {floor['src']:.1f} us, {stack} {floor['tgt']:.1f} us (subtracted)")
     out = {}
-    for path, args in leaves.items():
+    for path, calls in leaves.items():
         try:
-            t = median_us({"src": runner("eager", mods[path], args), "tgt": runner(stack, mods[path], args)}, REPEATS)
+            fns = {f"{side}{i}": runner("eager" if side == "src" else stack, mods[path], args)
+                   for i, args in enumerate(calls) for side in ("src", "tgt")}
+            t = samples_us(fns, repeats)
         except Exception as exc:  # a module that does not run alone: said, not hidden
             print(f"  {path}: not run alone ({type(exc).__name__}: {str(exc)[:80]})")
             continue
-        out[path] = {k: max(t[k] - floor[k], 0.0) for k in t}
+        per = {side: [max(sum(t[f"{side}{i}"][r] for i in range(len(calls))) - len(calls) * floor[side], 0.0)
+                      for r in range(repeats)] for side in ("src", "tgt")}
+        gaps = [b - a for a, b in zip(per["src"], per["tgt"])]
+        out[path] = Alone(statistics.median(per["src"]), statistics.median(per["tgt"]), statistics.median(gaps), _notch(gaps))
     return out
 
 
 def top3(gaps: dict[str, float]) -> list[str]:
     return sorted(gaps, key=lambda k: -abs(gaps[k]))[:3]
+
+
+def tied_top(gaps: dict[str, float], ci: dict[str, float]) -> set[str]:
+    """The top 3 by |gap| and every module tied with the third within the two intervals
+    (|gap| + ci >= |third| - ci(third)): ties are not ordered by chance."""
+    ranked = top3(gaps)
+    if not ranked:
+        return set()
+    bar = abs(gaps[ranked[-1]]) - ci.get(ranked[-1], 0.0)
+    return {k for k, g in gaps.items() if abs(g) + ci.get(k, 0.0) >= bar}
+
+
+@dataclass(frozen=True)
+class Agreement:
+    agree: int  # of 3: diagnosed top modules (ties allowed) in the alone top (ties allowed), same sign
+    strict: int  # of 3: the diagnosed top 3 in the alone top 3, no tolerance
+    diagnosed_top: list[str]  # the tied sets, largest |gap| first
+    alone_top: list[str]
+
+
+def agreement(diagnosed: dict[str, float], diagnosed_ci: dict[str, float], alone: dict[str, Alone]) -> Agreement:
+    """The rule: each side's top 3 leaf modules by |gap| with every module tied with its third
+    within the 95% intervals (diagnosed: the per-step gaps' notch; alone: the repeats' notch).
+    Agreement counts the modules in both tied sets whose gap has the same sign on both, at most 3:
+    a diagnosed top 3 that can be chosen among its ties to match the alone timing. Tied sets
+    larger than 3 are reported, since a set of everything would agree with anything."""
+    a_gap = {k: v.gap for k, v in alone.items()}
+    dt = tied_top({k: v for k, v in diagnosed.items() if k in alone}, diagnosed_ci)
+    at = tied_top(a_gap, {k: v.ci for k, v in alone.items()})
+    both = [k for k in dt & at if (a_gap[k] > 0) == (diagnosed[k] > 0)]
+    order = lambda xs, g: sorted(xs, key=lambda k: -abs(g[k]))  # noqa: E731
+    return Agreement(min(len(both), 3), len(set(top3(diagnosed)) & set(top3(a_gap))), order(dt, diagnosed), order(at, a_gap))
+
+
+def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
+    """Leaf module -> half-width of the 95% interval of its diagnosed gap: the notch of the gaps of
+    the profiled steps (step k of one side against step k of the other), each side scaled to its
+    unprofiled step as the diagnosed gap is."""
+    from porter.analysis.optime import op_times
+
+    al = d.alignment
+    sides = (d.extras.get("headline") or {}).get("sides") or {}
+    out: dict[str, list[float]] = {}
+    per: dict[str, Any] = {}
+    for role, ops, times in (("source", al.source_ops, al.source_times), ("target", al.target_ops, al.target_times)):
+        raw = op_times(ops).values.reindex(ops["op_id"].to_numpy()).fillna(0.0).to_numpy()
+        f = pd.DataFrame({"module": ops["module"].to_numpy(), "step": ops["step"].to_numpy(), "t": raw})
+        f = f[(f["step"] >= 0) & f["module"].isin(keys)]
+        steps = sorted(f["step"].unique())
+        scale = (sides[role]["unprofiled_step_s"] * 1e6 * len(steps) / times.total) if sides and times.total > 0 else 1.0
+        tab = f.pivot_table(index="module", columns="step", values="t", aggfunc="sum").reindex(columns=steps).fillna(0.0)
+        per[role] = tab.to_numpy() * scale, list(tab.index)
+    s, s_keys = per["source"]
+    t, t_keys = per["target"]
+    n = min(s.shape[1], t.shape[1])
+    for k in keys:
+        if k in s_keys and k in t_keys and n >= 2:
+            out[k] = list(t[t_keys.index(k), :n] - s[s_keys.index(k), :n])
+    return {k: _notch(v) if len(v) >= 2 else 0.0 for k, v in out.items()}
+
+
+def diagnosed_gaps(d: Any, leaves: Any) -> dict[str, float]:
+    """Leaf module -> its gap in the unprofiled step (us, target - source), as diagnosis.json's
+    by_module carries it (each side's profiled share times its unprofiled step: porter.analysis.
+    headline.scaled_to_step), the profiled gap per step where there is no unprofiled step."""
+    rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
+    if "source_step_us" in rows.columns:
+        return (rows["target_step_us"] - rows["source_step_us"]).to_dict()
+    return (rows["delta_us"] / max(d.e2e.source.n, 1)).to_dict()
+
+
+def step_scaled(d: Any, rows: Any) -> Any:
+    """rows with source_step_us / target_step_us as diagnosis.json writes them (live pairs)."""
+    from porter.analysis.headline import scaled_to_step
+
+    al = d.alignment
+    return scaled_to_step(rows, d.extras.get("headline") or {}, al.source_times.total, al.target_times.total)
 
 
 def check(model: str, target: str, out: Path) -> dict[str, Any]:
@@ -128,7 +249,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
 
     ref = f"{LIBRARY}:{model}"
     d, _ = diagnose_specs("cpu", target, out, model=ref, report=False,
-                          capture_options=CaptureOptions(steps=5, warmup=1, repeats=5, activations=False))
+                          capture_options=CaptureOptions(steps=STEPS, warmup=1, repeats=5, activations=False))
     stats = d.alignment.stats
     cov = d.coverage()
     steps = max(d.e2e.source.n, 1)
@@ -142,39 +263,38 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
     leaves = leaf_inputs(spec.module, spec.example_inputs)
     mods = dict((n.replace(".", "/"), m) for n, m in spec.module.named_modules())
     stack = target.split(":")[-1]
-    rows = d.by_module[d.by_module["key"].isin(leaves)].set_index("key")
+    rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
     # beside the profiled time per step, the diagnosis' step-scaled figure: each module's share of
     # its side's profiled time times that side's unprofiled step from the interleaved timing (load
     # drift between the captures cancels, but an eager model's Python time between ops is spread
     # over its modules), as diagnosis.json's groups carry it (porter.analysis.headline)
-    sides = (d.extras.get("headline") or {}).get("sides") or {}
-    scale = {role: (sides[role]["unprofiled_step_s"] * 1e6 / total if sides and total > 0 else 1.0 / steps)
-             for role, total in (("source", d.alignment.source_times.total), ("target", d.alignment.target_times.total))}
-    rows = rows.assign(src_step=rows["source_us"] * scale["source"], tgt_step=rows["target_us"] * scale["target"])
-    diag_gap = (rows["delta_us"] / steps).to_dict()
+    steps_rows = rows.assign(profiled_src=rows["source_us"] / steps, profiled_tgt=rows["target_us"] / steps)
+    diag_gap = diagnosed_gaps(d, leaves)
     big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
     alone = alone_times(stack, mods, leaves) if stack in ("xla", "inductor") else {}
-    result: dict[str, Any] = {"coverage": cov, "big": len(big)}
-    print("top 3 gaps by leaf module, diagnosed (profiled, each op call's median over steps) beside alone "
-          f"(median of {REPEATS} interleaved, less the floor):")
+    result: dict[str, Any] = {"coverage": cov, "big": len(big), "diagnosed": diag_gap, "alone": alone}
+    print("top 3 gaps by leaf module, diagnosed (each side's profiled share of its unprofiled step; profiled "
+          f"per step in brackets) beside alone (every call of one forward, median of {REPEATS} interleaved, less "
+          "the floor per call; +- the gap median's 95% notch):")
     for key in top3(diag_gap):
-        r = rows.loc[key]
+        r = steps_rows.loc[key]
         t = alone.get(key)
-        a = f"alone {t['src']:.1f} -> {t['tgt']:.1f} us (x{t['tgt'] / t['src'] if t['src'] else float('nan'):.2f})" if t else "alone: not timed"
-        print(f"  {key}: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us/step (x{r.ratio:.2f}; step-scaled "
-              f"{r.src_step:.1f} -> {r.tgt_step:.1f}); {a}")
+        a = f"alone {t.src:.1f} -> {t.tgt:.1f} us, gap {t.gap:+.1f} +- {t.ci:.1f}" if t else "alone: not timed"
+        src_step = r.get("source_step_us", float("nan"))
+        tgt_step = r.get("target_step_us", float("nan"))
+        print(f"  {key}: {src_step:.1f} -> {tgt_step:.1f} us, gap {diag_gap[key]:+.1f} (profiled "
+              f"{r.profiled_src:.1f} -> {r.profiled_tgt:.1f}, x{r.ratio:.2f}); {a}")
     if alone:
-        alone_gap = {k: v["tgt"] - v["src"] for k, v in alone.items()}
-        dt, at = top3(diag_gap), top3(alone_gap)
-        same_sign = sum(1 for k in dt if k in alone_gap and (alone_gap[k] > 0) == (diag_gap[k] > 0))
-        print(f"top 3 alone: {', '.join(f'{k} ({alone_gap[k]:+.1f} us)' for k in at)}")
-        print(f"agreement: {len(set(dt) & set(at))}/3 of the diagnosed top 3 are in the alone top 3; "
-              f"{same_sign}/3 have the same sign of gap alone")
-        result.update(overlap=len(set(dt) & set(at)), same_sign=same_sign)
+        noise = diagnosed_noise(d, list(leaves))
+        ag = agreement(diag_gap, noise, alone)
+        print("tied top, diagnosed: " + ", ".join(f"{k} ({diag_gap[k]:+.1f} +- {noise.get(k, 0):.1f} us)" for k in ag.diagnosed_top))
+        print("tied top, alone:     " + ", ".join(f"{k} ({alone[k].gap:+.1f} +- {alone[k].ci:.1f} us)" for k in ag.alone_top))
+        print(f"agreement: {ag.agree}/3 (top 3 with ties within the 95% intervals, same sign); strict (no tolerance): {ag.strict}/3")
+        result.update(agree=ag.agree, strict=ag.strict, agreement=ag)
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)
-        a = (f"alone x{t['tgt'] / t['src'] if t['src'] else float('nan'):.2f}" if t else
+        a = (f"alone x{t.tgt / t.src if t.src else float('nan'):.2f}" if t else
              "alone: not a leaf module" if alone and r.module not in leaves else "alone: not timed")
         print(f"  {r.module or '(root)'} [{r.evidence}]: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us "
               f"(x{r.ratio:.2f}); {a}")
@@ -189,7 +309,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide")
+    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide,gpt2_wide3")
     ap.add_argument("--targets", default="xla,cpu:inductor,cpu:ort")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (1: on a shared machine OpenMP kernels otherwise wait for descheduled threads)")

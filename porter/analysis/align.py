@@ -438,11 +438,14 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
     live captures of one model, so ops pair by the module porter tagged them with
     (porter.analysis.align_identity) instead of the heuristic passes.
     """
-    split = {}
-    if identity:  # fused ops first share their time among their members' modules
+    split, gaps = {}, {}
+    if identity:  # XLA:CPU's async work back on its op; then fused ops share their time among their members' modules
         from porter.analysis.align_identity import identity_strategy
+        from porter.analysis.async_gaps import place_async_gaps
         from porter.analysis.split_fused import split_fused
 
+        gaps = {"source": place_async_gaps(source_ops), "target": place_async_gaps(target_ops)}
+        source_ops, target_ops = gaps["source"].ops, gaps["target"].ops
         split = {"source": split_fused(source_ops), "target": split_fused(target_ops)}
         strategies = (identity_strategy(split["source"].absorbed, split["target"].absorbed),)
         source_ops, target_ops = split["source"].ops, split["target"].ops
@@ -491,6 +494,7 @@ def align(source_ops: pd.DataFrame, target_ops: pd.DataFrame,
             raw = medians[side].raw_total  # the split placed raw times, before the step medians
             stats[f"{side}_split_by_estimate_share"] = min(split[side].estimated_us / raw, 1.0) if raw > 0 else 0.0
             stats[f"{side}_fused_ops_split"] = split[side].split_ops
+            stats[f"{side}_async_gap_us"] = gaps[side].placed_us  # idle time placed on the op that launched async work
             stats[f"{side}_raw_total_us"] = medians[side].raw_total  # before each call took its step median
             stats[f"{side}_step_median_calls"] = medians[side].calls
         for side, frame, gid in (("source", src, g.src_gid), ("target", tgt, g.tgt_gid)):

@@ -112,3 +112,15 @@ def gpt2_wide():
 def resnet_wide():
     torch.manual_seed(0)
     return SmallResNet().eval(), (torch.randn(8, 3, 64, 64),)
+
+
+def gpt2_wide3():
+    """gpt2_wide with three blocks: three GELU chains whose fused form on a compiler is several
+    times faster than eager's eight calls, each gap well above this machine's timing noise, so
+    a top 3 by gap is defined by the model rather than by chance (tests/test_live_agreement.py)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=1000, n_embd=512, n_layer=3, n_head=8, n_positions=WIDE_SEQ,
+                     attn_implementation="eager", use_cache=False)
+    return _FirstOutput(GPT2LMHeadModel(cfg).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
