@@ -6,7 +6,9 @@ The issue's bar: the diagnosed top 3 modules by time gap agree with the alone ti
 Rule (benchmarks.live_modules.agreement): on each side, the top 3 leaf modules by |gap| plus
 every module tied with the third within the 95% intervals (diagnosed: the gaps of 9 profiled
 steps; alone: 30 interleaved repeats of CPU time; order statistics), and the two sets must
-share three modules whose gap has the same sign. Both sets must stay within MAX_TIED modules,
+share three modules whose gap has the same sign; or, without tolerance, the plain top 3 of
+both are the same three modules with the same signs (`strict`: what a noisy capture whose
+intervals tie everything still shows when it ranks right). Tied sets must stay within MAX_TIED modules,
 or that timing did not rank the modules and anything would agree (a capture at load 3-5 on
 this 2-core machine tied 32 of gpt2_wide3's 35 leaf modules in the diagnosis and "agreed"
 with dense layers on top). Model: gpt2_wide3 (three GELU chains, each a gap of milliseconds
@@ -54,6 +56,8 @@ def test_top3_gaps_agree_with_each_module_timed_alone(target, tmp_path):
     ag = None
     for attempt in range(2):
         ag = _agreement("gpt2_wide3", target, tmp_path / f"try{attempt}")
+        if ag.strict == 3:  # the plain top 3 of both timings are the same modules, same signs
+            return
         if ag.agree == 3 and len(ag.diagnosed_top) <= MAX_TIED and len(ag.alone_top) <= MAX_TIED:
             return
     pytest.fail(f"gpt2_wide3 -> {target}: {ag}")
