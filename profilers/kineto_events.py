@@ -25,7 +25,8 @@ from typing import Any, Iterator, Optional, Union
 
 import msgspec
 import numpy as np
-import pandas as pd
+
+from porter.factorize import factorize
 
 IntOrStr = Union[int, str, None]
 
@@ -175,7 +176,7 @@ class Interner:
         """Object array of `values` (None becomes `missing`) made of pooled objects."""
         if not values:
             return np.zeros(0, dtype=object)
-        codes, uniques = pd.factorize(np.array(values, dtype=object))
+        codes, uniques = factorize(np.array(values, dtype=object))
         pool = self._pool
         shared = [pool.setdefault(u, u) for u in uniques.tolist()]
         shared.append(self._missing)  # code -1: None
@@ -317,7 +318,7 @@ class _Slicer:
 
     def split(self, events: list[Event]) -> Split:
         """One slice's events by role; python_function events only when they are module scopes."""
-        codes, cats = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=True)
+        codes, cats = factorize(np.array([e.cat for e in events], dtype=object))
         role_of_code = np.array(
             [_ROLE_OF_CAT.get(c.lower(), 0) if isinstance(c, str) else 0 for c in cats] + [0], dtype=np.int8
         )
@@ -371,7 +372,7 @@ def _device_kind(cat: str, name: Optional[str]) -> str:
 
 def is_category(cats: list[str], wanted: frozenset[str]) -> np.ndarray:
     """Per event, whether its category (any case) is in `wanted`."""
-    codes, uniques = pd.factorize(np.array(cats, dtype=object))
+    codes, uniques = factorize(np.array(cats, dtype=object))
     hit = np.array([isinstance(c, str) and c.lower() in wanted for c in uniques] + [False], dtype=bool)
     return hit[codes]
 
