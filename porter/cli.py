@@ -291,6 +291,25 @@ def fail(exc: PorterError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
+def object_strings() -> None:
+    """New pandas str columns as plain object arrays, not pandas 3's Arrow-backed str dtype:
+    the analysis makes hundreds of small str columns, and each Arrow one costs a conversion
+    and compute-kernel calls (~0.05 s of the corpus Qwen pair's analysis). The values are
+    the same str objects (tests/test_golden.py: diagnosis.json unchanged). CLI only, for
+    trace commands: a library never sets its caller's pandas options. pandas 4 drops the
+    option; then this does nothing."""
+    import warnings
+
+    import pandas as pd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            pd.set_option("future.infer_string", False)
+        except (KeyError, ValueError):  # pandas without the option (4 and later)
+            pass
+
+
 def imports_settled() -> None:
     """Called once a command's heavy imports are in (pandas, pyarrow): those objects live until
     the process ends, so they leave the cyclic collector's generations (gc.freeze) instead of
@@ -476,6 +495,8 @@ def diagnose(
     from porter.summary import summary_lines
 
     imports_settled()
+    if runs_no_model(sys.argv[1:]):
+        object_strings()
     set_max_inflate(max_inflate)
     if oracle not in (None, "fp64"):
         fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
