@@ -509,14 +509,15 @@ def diagnose(
                                      ops=with_ops, target_dtype=dtype or "", target_autocast=autocast or "")
             del d  # the reports need only diagnosis.json: free the analysis before rendering
             gc.collect()
-            if not no_report:
-                render_reports(dest, progress)
+            payload = render_reports(dest, progress) if not no_report else None
     except PorterError as exc:
         fail(exc)
     if as_json:
         sys.stdout.write(dest.read_text())
         return
-    for line in summary_lines(orjson.loads(dest.read_bytes()), width=min(100, out.width)):  # porter wrote it: no NaN
+    if payload is None:
+        payload = orjson.loads(dest.read_bytes())  # porter wrote it: no NaN
+    for line in summary_lines(payload, width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
     out.print(f"{wrote} in", highlight=False, markup=False)
@@ -931,5 +932,26 @@ def main() -> None:
         sys.exit(exc.exit_code)
 
 
+def run() -> None:
+    """The `porter` program (console script and `python -m porter`): main(), then, for a
+    command that only read traces or bundles, an exit without the interpreter's teardown.
+    Everything is written, closed and flushed by then; freeing the ~1M objects of pandas,
+    pyarrow and the analysis one by one only costs time (~0.03-0.05 s of CPU). Commands that
+    ran a model exit normally: their stacks' atexit hooks (profilers, compile caches) run."""
+    code: int | str | None = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    if not isinstance(code, (int, type(None))) or not runs_no_model(sys.argv[1:]):
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: the normal exit reports it
+        sys.exit(code)
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    run()
