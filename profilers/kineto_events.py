@@ -169,18 +169,13 @@ class Interner:
     object per row (msgspec makes a new str for every string value it decodes)."""
 
     def __init__(self, missing: Any):
-        self._pool: dict[Any, Any] = {}
-        self._missing = missing
+        self._pool: dict[Any, Any] = {None: missing}  # None becomes `missing`
 
     def __call__(self, values: list) -> np.ndarray:
-        """Object array of `values` (None becomes `missing`) made of pooled objects."""
-        if not values:
-            return np.zeros(0, dtype=object)
-        codes, uniques = factorize(np.array(values, dtype=object))
+        """Object array of `values` (None becomes `missing`) made of pooled objects: one
+        dict.setdefault per value, in C (map), ~3x cheaper than coding them first."""
         pool = self._pool
-        shared = [pool.setdefault(u, u) for u in uniques.tolist()]
-        shared.append(self._missing)  # code -1: None
-        return np.array(shared, dtype=object)[codes]
+        return np.fromiter(map(pool.setdefault, values, values), dtype=object, count=len(values))
 
 
 _SEP = b"\x1e"  # ASCII record separator: never inside JSON text Kineto writes
