@@ -178,6 +178,8 @@ def _arrow(arr: np.ndarray, kind: str) -> Any:
         valid = _bits(~nan) if nan.any() else None
         return pa.Array.from_buffers(pa.float64(), n, [valid, pa.py_buffer(np.ascontiguousarray(arr))],
                                      null_count=int(nan.sum()))
+    if "pandas" in sys.modules:  # loaded anyway (a diagnosis, a big trace): its C conversion, no joined copy
+        return pa.array(arr, type=pa.string())
     # str: one UTF-8 buffer and the rows' offsets into it (an ASCII column in one C call)
     values = arr.tolist()
     text = "".join(values)

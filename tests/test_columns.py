@@ -4,6 +4,8 @@ match pandas.factorize."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -22,14 +24,22 @@ def _tables(ops: pd.DataFrame, kernels: pd.DataFrame) -> tuple[columns.Table, co
     return columns.from_frame(ops), columns.from_frame(kernels)
 
 
-def test_parquet_equals_pandas_to_parquet(tmp_path) -> None:
+@pytest.mark.parametrize("pandas_loaded", [True, False])
+def test_parquet_equals_pandas_to_parquet(tmp_path, monkeypatch, pandas_loaded: bool) -> None:
     """Same Arrow table as pandas wrote from the coerced frame (the old write_tables): types,
-    values, NaN as null, non-ASCII text and an all-NaN column; only pandas' metadata is gone."""
+    values, NaN as null, non-ASCII text and an all-NaN column; only pandas' metadata is gone.
+    Both ways of building str columns: pyarrow's (pandas loaded) and from buffers (not)."""
     ops, kernels = make_tables([2.0, 3.0, 0.5], [2.5, 3.0, 0.0])
     ops = coerce_ops(ops.assign(name=["aten::mm", "größe·op", ""], flops=[1e9, np.nan, 2.0]))
+    tables = {name: columns.coerce(columns.from_frame(frame), cols)
+              for frame, cols, name in ((ops, OPS_COLUMNS, "ops"), (kernels, KERNEL_COLUMNS, "kernels"))}
+    if not pandas_loaded:
+        monkeypatch.delitem(sys.modules, "pandas")  # what columns checks; the module stays imported
+    for cols, name in ((OPS_COLUMNS, "ops"), (KERNEL_COLUMNS, "kernels")):
+        columns.write_parquet(tables[name], cols, tmp_path / f"{name}.parquet")
+    monkeypatch.undo()
     for frame, cols, name in ((ops, OPS_COLUMNS, "ops"), (kernels, KERNEL_COLUMNS, "kernels")):
         frame.to_parquet(tmp_path / f"{name}_pd.parquet", index=False)
-        columns.write_parquet(columns.coerce(columns.from_frame(frame), cols), cols, tmp_path / f"{name}.parquet")
         theirs = pq.read_table(tmp_path / f"{name}_pd.parquet").replace_schema_metadata(None)
         ours = pq.read_table(tmp_path / f"{name}.parquet")
         assert ours.schema.equals(theirs.schema) and ours.equals(theirs), name
