@@ -928,16 +928,31 @@ def one_blas_thread(argv: list[str]) -> None:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def only_the_command_run(argv: list[str]) -> None:
+    """Register only the command this line runs: typer builds a click command, options and
+    all, for every registered one before it parses (~7 ms of a 0.3 s `porter ingest`).
+    `porter --help`, a misspelt command and sub-apps keep the whole set."""
+    words = [w for w in argv if not w.startswith("--debug")]
+    names = {(c.name or c.callback.__name__): c for c in app.registered_commands if c.callback is not None}
+    if words and words[0] in names:
+        app.registered_commands = [names[words[0]]]
+        app.registered_groups = []
+
+
 def main() -> None:
     import gc
 
     one_blas_thread(sys.argv[1:])
+    registered = app.registered_commands, app.registered_groups
+    only_the_command_run(sys.argv[1:])
     gc.disable()  # until the command's heavy imports are in (imports_settled, or options() for other commands)
     try:
         app()
     except PorterError as exc:  # raised outside a command's own handling
         print_error(exc)
         sys.exit(exc.exit_code)
+    finally:
+        app.registered_commands, app.registered_groups = registered  # a second main() in the process sees all
 
 
 def run() -> None:
