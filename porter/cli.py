@@ -342,7 +342,7 @@ def ingest(
 
     Example: porter ingest h100.json.gz mi300x.json.gz -o bundles/
     """
-    import pyarrow.parquet  # noqa: F401 - writes the tables; imported before the collector comes back on
+    import pyarrow  # noqa: F401 - writes the tables; imported before the collector comes back on
 
     from porter.bundle import load_manifest
     from porter.ingest import ingest as ingest_one

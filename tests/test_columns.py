@@ -47,6 +47,20 @@ def test_parquet_equals_pandas_to_parquet(tmp_path, monkeypatch, pandas_loaded: 
     assert pq.read_table(tmp_path / "ops.parquet").column("bytes").null_count == 3
 
 
+def test_parquet_bytes_equal_pyarrow_parquet_write_table(tmp_path) -> None:
+    """porter.columns.write_table (pyarrow's compiled writer, without pyarrow.parquet's Python
+    layer) writes the very bytes pq.write_table writes, for a real trace's two tables."""
+    import pyarrow as pa
+
+    result = read_trace(FIXTURES / "cpu_mlp.json.gz")
+    for table, cols in ((result.ops_table, OPS_COLUMNS), (result.kernels_table, KERNEL_COLUMNS)):
+        arrow = pa.Table.from_arrays([columns._arrow(np.asarray(table[c.name]), c.kind) for c in cols],
+                                     names=[c.name for c in cols])
+        columns.write_table(arrow, tmp_path / "ours.parquet")
+        pq.write_table(arrow, tmp_path / "theirs.parquet")
+        assert (tmp_path / "ours.parquet").read_bytes() == (tmp_path / "theirs.parquet").read_bytes()
+
+
 def test_read_trace_gives_columns_that_make_the_same_frames() -> None:
     """A Kineto read keeps numpy columns; its DataFrames equal the columns, str as objects."""
     result = read_trace(FIXTURES / "cpu_mlp.json.gz")
