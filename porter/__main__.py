@@ -1,3 +1,3 @@
-from porter.cli import main
+from porter.cli import run
 
-main()
+run()

@@ -17,14 +17,15 @@ import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Union
 
-import pandas as pd
-
-from porter import __version__
+from porter import __version__, columns
 from porter.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
 from porter.errors import BundleError
-from porter.schema import SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops, validate
+from porter.schema import KERNEL_COLUMNS, OPS_COLUMNS, SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops
+
+if TYPE_CHECKING:  # pandas loads when a bundle is read into DataFrames, not to write one
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 OBJECT_FIELDS = ("device", "source", "stats", "host", "trace_meta", "model", "target")  # objects when set
@@ -132,12 +133,15 @@ def base_manifest(**fields: Any) -> dict[str, Any]:
     return manifest
 
 
-def write_tables(dirpath: Path, ops: pd.DataFrame, kernels: pd.DataFrame) -> None:
-    """Validate and write both tables into dirpath (a staging directory)."""
-    ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
-    validate(ops, kernels)
-    ops.to_parquet(dirpath / OPS, index=False)
-    kernels.to_parquet(dirpath / KERNELS, index=False)
+def write_tables(dirpath: Path, ops: Union["pd.DataFrame", columns.Table],
+                 kernels: Union["pd.DataFrame", columns.Table]) -> None:
+    """Validate and write both tables (DataFrames or numpy columns) into dirpath (a staging
+    directory), straight from their numpy columns with pyarrow."""
+    ops_t = columns.coerce_ops(columns.as_columns(ops))
+    kernels_t = columns.coerce_kernels(columns.as_columns(kernels))
+    columns.validate(ops_t, kernels_t)
+    columns.write_parquet(ops_t, OPS_COLUMNS, dirpath / OPS)
+    columns.write_parquet(kernels_t, KERNEL_COLUMNS, dirpath / KERNELS)
 
 
 def write_manifest(dirpath: Path, manifest: dict[str, Any]) -> None:
@@ -153,7 +157,9 @@ def has_activations(b: Bundle) -> bool:
     return (b.path / ACTIVATIONS / "sketch.json").is_file()
 
 
-def load_bundle(path: Path) -> Bundle:
+def load_manifest(path: Path) -> dict[str, Any]:
+    """A bundle's manifest, checked (a directory porter wrote, in this schema version); the
+    tables stay unread (no pandas)."""
     path = Path(path)
     if not path.is_dir():
         raise BundleError("not a bundle directory", path=path)
@@ -177,6 +183,14 @@ def load_bundle(path: Path) -> Bundle:
             path=path,
             hint="re-ingest its raw trace (raw/) with this porter",
         )
+    return manifest
+
+
+def load_bundle(path: Path) -> Bundle:
+    path = Path(path)
+    manifest = load_manifest(path)
+    import pandas as pd
+
     try:
         ops = pd.read_parquet(path / OPS)
         kernels = pd.read_parquet(path / KERNELS)

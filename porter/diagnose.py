@@ -376,20 +376,22 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     return d, dest
 
 
-def render_reports(dest: Path, progress: Progress = lambda msg: None) -> None:
+def render_reports(dest: Path, progress: Progress = lambda msg: None) -> dict[str, Any]:
     """Write report.html/.md beside DIR/diagnosis.json, then add the render time to its
-    `seconds`. For a caller that has dropped the analysis first (the CLI): a 1M-event pair's
-    analysis and its reports' parsed diagnosis.json together would set the peak memory."""
+    `seconds`; returns diagnosis.json as written (parsed once for both). For a caller that
+    has dropped the analysis first (the CLI): a 1M-event pair's analysis and its reports'
+    parsed diagnosis.json together would set the peak memory."""
     from reports.build import write_reports
 
     progress("writing reports")
     t0 = time.perf_counter()
-    write_reports(dest.parent, ("html", "md"))
     payload = orjson.loads(dest.read_bytes())
+    write_reports(dest.parent, ("html", "md"), data=payload)
     seconds = payload.setdefault("seconds", {})
     seconds["render"] = time.perf_counter() - t0
     seconds["total"] = float(seconds.get("total") or 0.0) + seconds["render"]
     write_json_atomic(dest, payload)
+    return payload
 
 
 def portability(d: Diagnosis, model: Any, catalogue: Catalogue | None, progress: Progress) -> None:

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from porter.atomic import OutputError, check_output_dir
+from porter.columns import n_rows
 from porter.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
                           write_manifest, write_tables)
 from profilers.base import ReadResult
@@ -46,7 +47,7 @@ def bundle_dest(out_dir: Path, name: str, taken: set[Path] = frozenset()) -> Pat
 
 def manifest_for(trace: Path, result: ReadResult, fmt_seconds: float) -> dict:
     meta = result.meta
-    ops, kernels = result.ops, result.kernels
+    ops, kernels = result.ops_table, result.kernels_table
     return base_manifest(
         label=bundle_name_for(trace),
         source={"path": str(trace), "name": trace.name, "sha256": file_sha256(trace), "bytes": trace.stat().st_size},
@@ -55,9 +56,9 @@ def manifest_for(trace: Path, result: ReadResult, fmt_seconds: float) -> dict:
         framework_versions=meta.framework_versions,
         stats={
             "events_read": meta.events_read,
-            "ops": int(len(ops)),
-            "kernels": int(len(kernels)),
-            "device_us_total": float(kernels["dur_us"].sum()) if len(kernels) else 0.0,
+            "ops": n_rows(ops),
+            "kernels": n_rows(kernels),
+            "device_us_total": float(kernels["dur_us"].sum()) if n_rows(kernels) else 0.0,
             "read_seconds": round(fmt_seconds, 4),
         },
         trace_meta=meta.extra,
@@ -77,7 +78,7 @@ def ingest(trace: Path, out_dir: Path, fmt: str | None = None, keep_raw: bool = 
     elapsed = time.perf_counter() - t0
     dest = bundle_dest(out_dir, bundle_name_for(trace), taken)
     with staging(dest) as tmp:
-        write_tables(tmp, result.ops, result.kernels)
+        write_tables(tmp, result.ops_table, result.kernels_table)
         if keep_raw:
             (tmp / RAW).mkdir()
             shutil.copy2(trace, tmp / RAW / safe_raw_name(trace))

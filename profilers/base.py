@@ -5,10 +5,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
 
-import pandas as pd
-
+from porter import columns
 from porter.errors import TraceFormatError
 from porter.schema import coerce_kernels, coerce_ops, validate
 from profilers import progress
@@ -28,14 +27,46 @@ class TraceMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+if TYPE_CHECKING:
+    import pandas as pd
+
+AnyTable = Union["pd.DataFrame", columns.Table]
+
+
 class ReadResult:
-    ops: pd.DataFrame
-    kernels: pd.DataFrame
-    meta: TraceMeta
+    """A reader's two tables and the run's facts. A reader gives each table as numpy columns
+    (porter.columns.Table) or as a DataFrame: `ops_table`/`kernels_table` are the columns
+    (no pandas), `ops`/`kernels` DataFrames, made on first use (pandas loads then)."""
+
+    def __init__(self, ops: AnyTable, kernels: AnyTable, meta: TraceMeta):
+        self._ops, self._kernels, self.meta = ops, kernels, meta
+
+    @property
+    def ops(self) -> "pd.DataFrame":
+        if isinstance(self._ops, dict):
+            self._ops = columns.to_frame(self._ops)
+        return self._ops
+
+    @property
+    def kernels(self) -> "pd.DataFrame":
+        if isinstance(self._kernels, dict):
+            self._kernels = columns.to_frame(self._kernels)
+        return self._kernels
+
+    @property
+    def ops_table(self) -> columns.Table:
+        return columns.as_columns(self._ops)
+
+    @property
+    def kernels_table(self) -> columns.Table:
+        return columns.as_columns(self._kernels)
 
     def validated(self) -> "ReadResult":
         """Coerce both tables to the schema's dtypes and check the invariants."""
+        if isinstance(self._ops, dict) and isinstance(self._kernels, dict):
+            ops_t, kernels_t = columns.coerce_ops(self._ops), columns.coerce_kernels(self._kernels)
+            columns.validate(ops_t, kernels_t)
+            return ReadResult(ops_t, kernels_t, self.meta)
         ops, kernels = coerce_ops(self.ops), coerce_kernels(self.kernels)
         validate(ops, kernels)
         return ReadResult(ops, kernels, self.meta)

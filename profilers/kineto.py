@@ -47,7 +47,7 @@ from profilers.kineto_events import ANNOTATION_CATS, Columns, Document, Split, d
 from profilers.kineto_link import DeviceRows, cpu_as_device, link_device
 from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
-    distinct_names, first_stream, frame, module_from_hierarchy, op_classes, op_table_columns,
+    distinct_names, first_stream, module_from_hierarchy, op_classes, op_table_columns,
 )
 from profilers.kineto_scopes import Clock, Scopes, make_clock, separate_markers, steps_at
 
@@ -144,7 +144,7 @@ def read(path: Path) -> ReadResult:
     if negative:  # the rest of the trace is sound: keep it, and say what was changed
         meta.extra["warnings"] = [f"{negative} events with a negative duration were counted as 0 us"]
     kernel_names = distinct_names(rows.op, rows.name, n_all)
-    ops_table = frame({
+    ops_table = {
         "op_id": np.arange(n_all, dtype=np.int64),
         "parent_id": np.concatenate([op_parent, np.full(n_syn, -1, dtype=np.int64)]),
         "step": step,
@@ -160,16 +160,15 @@ def read(path: Path) -> ReadResult:
         "stream": first_stream(rows.op, rows.stream, n_all),
         "synthetic": np.arange(n_all) >= len(ops),
         **op_table_columns(ops, n_syn),
-        # One shared str per row, as object columns: assigning a scalar afterwards would
-        # make pandas' str dtype, which the schema's coercion turns back into per-row strs.
+        # One shared str per row, as object columns (porter.columns.to_frame keeps them so).
         "device_type": np.full(n_all, meta.device_type, dtype=object),
         "device_name": np.full(n_all, meta.device_name, dtype=object),
-    })
-    kernels = frame({
+    }
+    kernels = {
         "op_id": rows.op, "step": step[rows.op], "name": rows.name, "kind": rows.kind,
         "device_id": rows.device_id, "stream": rows.stream, "start_us": rows.start,
         "dur_us": rows.dur, "correlation": rows.correlation,
-    })
+    }
     return ReadResult(ops_table, kernels, meta)
 
 

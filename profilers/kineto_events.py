@@ -19,13 +19,15 @@ instant events, metadata, gpu_user_annotation, cuda_sync) is ignored.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Optional, Union
 
 import msgspec
 import numpy as np
-import pandas as pd
+
+from porter.factorize import factorize
 
 IntOrStr = Union[int, str, None]
 
@@ -68,6 +70,7 @@ class Document(msgspec.Struct):
     hip_driver_version: Any = None
 
 
+_CAT, _NAME, _PID, _TID, _TS, _DUR = (operator.attrgetter(f) for f in ("cat", "name", "pid", "tid", "ts", "dur"))
 _DECODER = msgspec.json.Decoder(Document)
 _EVENTS = msgspec.json.Decoder(list[Event])
 SLICE_BYTES = 4 << 20
@@ -168,18 +171,13 @@ class Interner:
     object per row (msgspec makes a new str for every string value it decodes)."""
 
     def __init__(self, missing: Any):
-        self._pool: dict[Any, Any] = {}
-        self._missing = missing
+        self._pool: dict[Any, Any] = {None: missing}  # None becomes `missing`
 
     def __call__(self, values: list) -> np.ndarray:
-        """Object array of `values` (None becomes `missing`) made of pooled objects."""
-        if not values:
-            return np.zeros(0, dtype=object)
-        codes, uniques = pd.factorize(np.array(values, dtype=object))
+        """Object array of `values` (None becomes `missing`) made of pooled objects: one
+        dict.setdefault per value, in C (map), ~3x cheaper than coding them first."""
         pool = self._pool
-        shared = [pool.setdefault(u, u) for u in uniques.tolist()]
-        shared.append(self._missing)  # code -1: None
-        return np.array(shared, dtype=object)[codes]
+        return np.fromiter(map(pool.setdefault, values, values), dtype=object, count=len(values))
 
 
 _SEP = b"\x1e"  # ASCII record separator: never inside JSON text Kineto writes
@@ -271,16 +269,16 @@ class _Slicer:
 
     def _timed(self, sub: list[Event]) -> tuple[list[Event], Columns]:
         """The events with a finite start and duration, and their common columns."""
-        ts = _floats([e.ts for e in sub])
-        dur = _floats([e.dur for e in sub])
+        ts = _floats(list(map(_TS, sub)))  # attrgetter through map: the field pulls run in C
+        dur = _floats(list(map(_DUR, sub)))
         keep = np.isfinite(ts) & np.isfinite(dur)
         if not keep.all():
             sub = [e for e, k in zip(sub, keep.tolist()) if k]
             ts, dur = ts[keep], dur[keep]
         self.negative_durations += int(np.count_nonzero(dur < 0))
         cols = Columns(
-            name=self.strings([e.name for e in sub]), pid=self.ids([e.pid for e in sub]),
-            tid=self.ids([e.tid for e in sub]), ts=ts, dur=np.maximum(dur, 0.0),
+            name=self.strings(list(map(_NAME, sub))), pid=self.ids(list(map(_PID, sub))),
+            tid=self.ids(list(map(_TID, sub))), ts=ts, dur=np.maximum(dur, 0.0),
         )
         return sub, cols
 
@@ -317,15 +315,15 @@ class _Slicer:
 
     def split(self, events: list[Event]) -> Split:
         """One slice's events by role; python_function events only when they are module scopes."""
-        codes, cats = pd.factorize(pd.Series([e.cat for e in events], dtype=object), use_na_sentinel=True)
-        role_of_code = np.array(
-            [_ROLE_OF_CAT.get(c.lower(), 0) if isinstance(c, str) else 0 for c in cats] + [0], dtype=np.int8
-        )
-        self.categories.update((c, None) for c in cats if isinstance(c, str))
-        roles = role_of_code[codes]  # code -1 (missing cat) picks the trailing 0
+        cats = list(map(_CAT, events))
+        role_of = dict.fromkeys(cats)  # the distinct categories, first seen first
+        for c in role_of:
+            role_of[c] = _ROLE_OF_CAT.get(c.lower(), 0) if isinstance(c, str) else 0
+        self.categories.update((c, None) for c in role_of if isinstance(c, str))
+        roles = np.fromiter(map(role_of.__getitem__, cats), dtype=np.int8, count=len(cats))
 
         def pick(*wanted: int) -> list[Event]:
-            return [events[i] for i in np.flatnonzero(np.isin(roles, wanted)).tolist()]
+            return list(map(events.__getitem__, np.flatnonzero(np.isin(roles, wanted)).tolist()))
 
         scopes = [e for e in pick(PYTHON) if e.name is not None and e.name.startswith(NN_MODULE)]
         device, kind = self.device(pick(KERNEL, MEMCPY, MEMSET, MTIA_DEVICE))
@@ -371,7 +369,7 @@ def _device_kind(cat: str, name: Optional[str]) -> str:
 
 def is_category(cats: list[str], wanted: frozenset[str]) -> np.ndarray:
     """Per event, whether its category (any case) is in `wanted`."""
-    codes, uniques = pd.factorize(np.array(cats, dtype=object))
+    codes, uniques = factorize(np.array(cats, dtype=object))
     hit = np.array([isinstance(c, str) and c.lower() in wanted for c in uniques] + [False], dtype=bool)
     return hit[codes]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from porter.factorize import factorize
 from profilers.intervals import Nesting
 from profilers.kineto_events import Columns
 from profilers.kineto_scopes import Clock, Scopes
@@ -40,13 +40,13 @@ def _launch_calls(rt_corr: np.ndarray, rt_op: np.ndarray, k_corr: np.ndarray) ->
     usable = np.flatnonzero(rt_corr > 0)
     # Where several calls share an id (MTIA sync calls do), prefer one inside an op.
     usable = usable[np.argsort(rt_op[usable] >= 0, kind="stable")]
-    ids = pd.Index(rt_corr[usable])
-    keep = ~ids.duplicated(keep="last")
-    ids, calls = ids[keep], usable[keep]
+    ids = rt_corr[usable]
     if len(ids) == 0:
         return np.full(len(k_corr), -1, dtype=np.int64)
-    pos = ids.get_indexer(k_corr)
-    return np.where(pos >= 0, calls[np.clip(pos, 0, None)], -1)
+    ids, last = np.unique(ids[::-1], return_index=True)  # sorted ids, each one's last call
+    calls = usable[len(usable) - 1 - last]
+    pos = np.clip(np.searchsorted(ids, k_corr), 0, len(ids) - 1)
+    return np.where(ids[pos] == k_corr, calls[pos], -1)
 
 
 def link_device(clock: Clock, scopes: Scopes, op_nest: Nesting, n_ops: int,
@@ -61,7 +61,7 @@ def link_device(clock: Clock, scopes: Scopes, op_nest: Nesting, n_ops: int,
 
     lost = np.flatnonzero(k_op < 0)
     # One synthetic op per launching call; per row when the call is not in the trace.
-    codes, _ = pd.factorize(np.where(has_call[lost], k_call[lost], len(runtime) + lost))
+    codes, _ = factorize(np.where(has_call[lost], k_call[lost], len(runtime) + lost))
     first = lost[np.unique(codes, return_index=True)[1]]
     call = k_call[first]
     with_call = call >= 0

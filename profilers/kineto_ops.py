@@ -5,10 +5,10 @@ aggregates over each op's device rows (distinct kernel names, first stream, op c
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from porter.opclass import classify
 
+from porter.factorize import factorize
 from profilers.kineto_events import Columns
 
 
@@ -39,7 +39,7 @@ def module_from_hierarchy(module: np.ndarray, hierarchy: np.ndarray) -> np.ndarr
     out = module.copy()
     ask = np.flatnonzero((out == "") & (hierarchy != ""))
     if len(ask):
-        codes, texts = pd.factorize(hierarchy[ask])
+        codes, texts = factorize(hierarchy[ask])
         out[ask] = np.array([hierarchy_path(t) for t in texts], dtype=object)[codes]
     return out
 
@@ -49,7 +49,7 @@ def distinct_names(op: np.ndarray, name: list[str], n_ops: int) -> np.ndarray:
     out = np.full(n_ops, "", dtype=object)
     if len(op) == 0:
         return out
-    code, uniques = pd.factorize(np.array(name, dtype=object))
+    code, uniques = factorize(np.array(name, dtype=object))
     uniques = np.asarray(uniques, dtype=object)
     first = np.sort(np.unique(op * (len(uniques) + 1) + code, return_index=True)[1])
     op, code = op[first], code[first]  # distinct (op, name) pairs, in launch order
@@ -74,11 +74,11 @@ def first_stream(op: np.ndarray, stream: np.ndarray, n_ops: int) -> np.ndarray:
 
 def op_classes(key: np.ndarray, kernels: np.ndarray) -> np.ndarray:
     """op_class from `key` (framework op, or an annotation's name); kernels when it says nothing."""
-    codes, uniques = pd.factorize(key)
+    codes, uniques = factorize(key)
     classes = np.array([classify(k) if k else "other" for k in uniques], dtype=object)[codes]
     ask = np.flatnonzero((classes == "other") & (kernels != ""))
     if len(ask):
-        pcodes, puniques = pd.factorize(key[ask] + "\x1f" + kernels[ask])
+        pcodes, puniques = factorize(key[ask] + "\x1f" + kernels[ask])
         by_kernels = np.array([classify(*_split_pair(p)) for p in puniques], dtype=object)
         classes[ask] = by_kernels[pcodes]
     return classes
@@ -87,11 +87,3 @@ def op_classes(key: np.ndarray, kernels: np.ndarray) -> np.ndarray:
 def _split_pair(pair: str) -> tuple[str, list[str]]:
     key, kernels = pair.split("\x1f", 1)
     return key, kernels.split("\n")
-
-
-def frame(columns: dict[str, np.ndarray | list]) -> pd.DataFrame:
-    """A DataFrame that keeps str columns as plain object arrays (no Arrow string inference)."""
-    return pd.DataFrame({
-        k: pd.Series(v, dtype=object, copy=False) if isinstance(v, list) or getattr(v, "dtype", None) == object else v
-        for k, v in columns.items()
-    }, copy=False)  # the columns are ours alone: no copy, no consolidation into 2D blocks

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from porter.errors import TraceFormatError
+from porter.factorize import factorize
 from profilers.intervals import Nesting, Timeline
 from profilers.kineto_events import NN_MODULE, Columns, take
 
@@ -37,7 +37,7 @@ def _codes(values: list) -> np.ndarray:
         arr = np.array(values, dtype=np.int64)  # the common case: all ints
     except (TypeError, ValueError, OverflowError):
         arr = np.array(values, dtype=object)
-    return pd.factorize(arr)[0] + 1 if len(arr) else np.zeros(0, dtype=np.int64)
+    return factorize(arr)[0] + 1 if len(arr) else np.zeros(0, dtype=np.int64)
 
 
 def make_clock(path, threaded: list[Columns], others: list[Columns]) -> Clock:
@@ -79,7 +79,7 @@ def _marker_kind(name: str) -> tuple[int, int]:
 
 
 def separate_markers(cols: Columns) -> Markers:
-    codes, uniques = pd.factorize(np.array(cols.name, dtype=object))  # names repeat a lot
+    codes, uniques = factorize(np.array(cols.name, dtype=object))  # names repeat a lot
     kinds = np.array([_marker_kind(n) for n in uniques], dtype=np.int64).reshape(-1, 2)
     kind, step_num = kinds[codes, 0], kinds[codes, 1]
     ops_idx = np.flatnonzero(kind == 0)

@@ -26,14 +26,16 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from porter.errors import TraceFormatError
 from porter.opclass import canonical_op, classify
 from profilers.base import ReadResult, TraceMeta
+
+if TYPE_CHECKING:  # loaded by read(): sniffing a file (every command that opens one) needs no pandas
+    import pandas as pd
 from profilers.jsonio import load_json, number
 
 FORMAT = "onnxruntime"
@@ -298,6 +300,8 @@ def _gpu_kernels(kernels: list[Event], by_node: dict[tuple[str, int], int], runs
 
 def _frames(ops: dict[str, list], kern: dict[str, list], synthetic: list[bool], device_type: str,
             provider: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    import pandas as pd
+
     n = len(ops["name"])
     kernels = pd.DataFrame(kern).assign(kind="kernel", device_id=-1 if device_type == "cpu" else 0,
                                         stream=-1, correlation=-1)

@@ -17,14 +17,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from porter.errors import TraceFormatError
 from porter.opclass import classify_kernel
 from profilers.base import ReadResult, TraceMeta
+
+if TYPE_CHECKING:  # loaded by read(): sniffing a file (every command that opens one) needs no pandas
+    import pandas as pd
 from profilers.jsonio import load_json, mapping, number, sequence
 
 FORMAT = "rocprofv3"
@@ -238,6 +240,8 @@ def _per_unique(values: list, fn) -> list:
 
 def tables(procs: list[Process]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One op row and one kernels row per activity, times in us from the first event."""
+    import pandas as pd
+
     starts = [a.start_ns for p in procs for a in p.activities] + [c.start_ns for p in procs for c in p.calls.values()]
     t0 = min(starts) if starts else 0.0
     acts: list[Activity] = []

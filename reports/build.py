@@ -494,14 +494,16 @@ def load_report_model(diagnosis_dir: Path) -> ReportModel:
     return model_from_diagnosis(data)
 
 
-def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None) -> list[Path]:
+def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None,
+                  data: dict[str, Any] | None = None) -> list[Path]:
     """Render diagnosis_dir/diagnosis.json and write each file atomically.
 
     out: a directory (default: diagnosis_dir), or a file path ending in .html/.md/.json
     when exactly one format is asked for (then only that one file is written).
+    data: that diagnosis.json as the caller already parsed it (not changed here), else read.
     """
     formats = list(formats)
-    texts = render_all(load_report_model(diagnosis_dir), formats)
+    texts = render_all(model_from_diagnosis(data) if data is not None else load_report_model(diagnosis_dir), formats)
     dest = Path(out) if out is not None else Path(diagnosis_dir)
     if dest.suffix in (".html", ".md", ".json"):
         if len(formats) != 1 or f".{formats[0]}" != dest.suffix:

@@ -66,3 +66,30 @@ def test_capture_keeps_kineto_lines_in_the_bundle_log(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "USDT" not in proc.stderr and "USDT" not in proc.stdout
     assert "profiler_start" in (dest / "capture.log").read_text()
+
+
+def test_only_the_run_command_is_built_and_help_is_whole(monkeypatch):
+    """main() registers only the command a line runs (porter.cli.only_the_command_run), then
+    puts the whole set back; `porter --help` and a misspelt command still see every one."""
+    import gc
+
+    from porter import cli
+
+    before = [c.callback.__name__ for c in cli.app.registered_commands]
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # main() sets it for trace commands: kept to this test
+    seen: list[list[str]] = []
+    monkeypatch.setattr(cli.app.__class__, "__call__",
+                        lambda self, *a, **k: seen.append([c.callback.__name__ for c in self.registered_commands]))
+    try:
+        for argv in (["porter", "--debug", "show", "x"], ["porter", "--help"], ["porter", "shwo"]):
+            monkeypatch.setattr(cli.sys, "argv", argv)
+            cli.main()
+    finally:
+        gc.enable()  # main() holds the collector off until a command's callback turns it on
+    monkeypatch.undo()
+    assert seen[0] == ["show"] and seen[1] == before and seen[2] == before
+    assert [c.callback.__name__ for c in cli.app.registered_commands] == before
+    top = run_porter("--help")
+    assert all(name in top.stdout for name in ("ingest", "show", "diagnose", "report", "bench"))
+    misspelt = run_porter("ingst")
+    assert misspelt.returncode == 2 and "Did you mean 'ingest'" in misspelt.stderr

@@ -47,3 +47,27 @@ def test_terminal_bar_has_a_row_per_trace_read(monkeypatch) -> None:
     assert "reading h100.json.gz (MiB)" in text and "8/8" in text
     assert "reading [b]mi300x.json.gz (MiB)" in text and "4/8" in text  # a name is never read as markup
     assert hook.current_reporter() is None
+
+
+def test_ingest_read_bar_draws_on_a_terminal(monkeypatch) -> None:
+    """`porter ingest` on a terminal: the read bar (cli.read_progress) is drawn on the real
+    rich console (it was handed the lazy wrapper and raised AttributeError), and the result
+    line keeps its dim details; off a terminal the same line is plain text (print_parts)."""
+    from pathlib import Path
+
+    from profilers import progress as hook
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli.err, "_console", Console(file=screen, force_terminal=True, width=120))
+    with cli.read_progress():
+        hook.current_reporter()(Path("/t/h100.json.gz"), 4 << 20, 8 << 20)
+    assert "reading h100.json.gz" in screen.getvalue() and hook.current_reporter() is None
+    out = io.StringIO()
+    monkeypatch.setattr(cli.out, "_console", Console(file=out, force_terminal=True, width=200))
+    cli.out.print_parts("a -> b  ", ("kineto: 3 ops", "dim"))
+    assert "a -> b  " in out.getvalue() and "\x1b[2mkineto: 3 ops" in out.getvalue()
+    pipe = io.StringIO()
+    monkeypatch.setattr(cli.out, "_console", None)
+    monkeypatch.setattr(cli.sys, "stdout", pipe)
+    cli.out.print_parts("a -> b  ", ("kineto: [b]3[/b] ops", "dim"))
+    assert pipe.getvalue() == "a -> b  kineto: [b]3[/b] ops\n"

@@ -208,6 +208,9 @@ class _Groups:
         # Plain arrays: per-group pandas indexing is far too slow for thousands of groups.
         self._cols = {side: {c: f[c].to_numpy() for c in ("op_ids", "time", "module", "op_class", "fw", "inferred", "step")}
                       for side, f in (("source", src), ("target", tgt))}
+        # and lists for add(): a group holds a few rows, where numpy's per-call cost dominates
+        self._lists = {side: {c: cols[c].tolist() for c in ("op_ids", "time", "inferred")}
+                       for side, cols in self._cols.items()}
 
     def add(self, src_rows: Sequence[int], tgt_rows: Sequence[int], evidence: str, compiled: str = "") -> None:
         gid = len(self.rows)
@@ -215,20 +218,22 @@ class _Groups:
         self.src_gid[src_rows] = gid
         self.tgt_gid[tgt_rows] = gid
         s, t = self._cols["source"], self._cols["target"]
-        main = src_rows[int(np.argmax(s["time"][src_rows]))]
-        tmain = tgt_rows[int(np.argmax(t["time"][tgt_rows]))]
+        sl, tl = self._lists["source"], self._lists["target"]
+        src_list, tgt_list = src_rows.tolist(), tgt_rows.tolist()
+        main = max(src_list, key=sl["time"].__getitem__)  # the first of equal maxima, as argmax
+        tmain = max(tgt_list, key=tl["time"].__getitem__)
         row = {
             "group_id": gid,
             "evidence": evidence,
-            "inferred_scope": bool(s["inferred"][src_rows].any() or t["inferred"][tgt_rows].any()),
+            "inferred_scope": any(sl["inferred"][r] for r in src_list) or any(tl["inferred"][r] for r in tgt_list),
             "module": s["module"][main],
             "op_class": s["op_class"][main],
             "framework_op": s["fw"][main],
             "target_module": t["module"][tmain],
             "target_framework_op": t["fw"][tmain],
             "compiled": compiled,
-            "source_ids": [int(i) for r in src_rows for i in s["op_ids"][r]],
-            "target_ids": [int(i) for r in tgt_rows for i in t["op_ids"][r]],
+            "source_ids": [i for r in src_list for i in sl["op_ids"][r]],  # ints already (_frame: tolist)
+            "target_ids": [i for r in tgt_list for i in tl["op_ids"][r]],
         }
         if compiled:  # named by the region, not by whichever op in it took longest
             side = self.src if compiled == "source" else self.tgt
@@ -308,10 +313,15 @@ def _by_step(g: _Groups, side: str, rows: np.ndarray) -> list[np.ndarray]:
     """rows (in step order) cut where the profiler step changes; ops outside steps (-1,
     sorted first: a trace opening mid-step) belong to the first step."""
     steps = g._cols[side]["step"][rows]
-    inside = steps[steps >= 0]
-    if len(inside):
-        steps = np.where(steps < 0, inside[0], steps)
-    return np.split(rows, np.flatnonzero(np.diff(steps)) + 1)
+    if (steps < 0).any():
+        inside = steps[steps >= 0]
+        if len(inside):
+            steps = np.where(steps < 0, inside[0], steps)
+    cuts = np.flatnonzero(steps[1:] != steps[:-1]) + 1
+    if not len(cuts):
+        return [rows]
+    bounds = [0, *cuts.tolist(), len(rows)]
+    return [rows[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _align_scope(g: _Groups, src_rows: np.ndarray, tgt_rows: np.ndarray, evidence: str) -> None:

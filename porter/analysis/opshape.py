@@ -70,11 +70,17 @@ def target_roofline_per_op(al: Alignment, groups: pd.DataFrame) -> pd.Series:
     return pd.Series(rl.reindex(member.to_numpy()).to_numpy() * share, index=member.index)
 
 
-def _kinds(f: pd.DataFrame) -> pd.Series:
-    """Per key: the heaviest module kinds it runs in (both sides), as a list."""
+def _kinds(f: pd.DataFrame) -> dict[tuple, list[str]]:
+    """Per key: the heaviest module kinds it runs in (both sides), as a list. One pass over
+    the sorted (key, kind) sums (a groupby.agg with a Python callable pays per group)."""
     k = f[f["module_kind"] != ""].groupby(KEY + ["module_kind"], sort=False)["us"].sum().reset_index()
     k = k.sort_values("us", ascending=False, kind="stable")
-    return k.groupby(KEY, sort=False)["module_kind"].agg(lambda s: list(s)[:MODULE_KINDS_SHOWN])
+    out: dict[tuple, list[str]] = {}
+    for key, kind in zip(zip(*(k[c].tolist() for c in KEY)), k["module_kind"].tolist()):
+        kinds = out.setdefault(key, [])
+        if len(kinds) < MODULE_KINDS_SHOWN:
+            kinds.append(kind)
+    return out
 
 
 def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -1,0 +1,224 @@
+"""The schema's two tables as plain numpy columns (name -> 1-D array): coerced, checked
+and written to Parquet without pandas.
+
+A reader builds its tables as columns; pandas, whose import costs ~0.45 s of CPU (more
+than `porter ingest` of a 20k-event trace spends on all the rest), is loaded only when an
+analysis needs a DataFrame (`to_frame`). The checks here are the schema's own: a DataFrame
+is checked by turning it into columns (`porter.schema.validate`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from porter.schema import (
+    KERNEL_COLUMNS, KERNEL_KINDS, OP_CLASSES, OPS_COLUMNS, Column, SchemaViolation, dtype_of, unknown_of,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Table = dict[str, np.ndarray]
+
+
+def n_rows(table: Table) -> int:
+    return len(next(iter(table.values()))) if table else 0
+
+
+def from_frame(df: "pd.DataFrame") -> Table:
+    """A DataFrame's columns as numpy arrays (str columns as object arrays)."""
+    return {str(c): df[c].to_numpy() for c in df.columns}
+
+
+def to_frame(table: Table) -> "pd.DataFrame":
+    """A DataFrame over the columns that keeps str columns as plain object arrays (pandas
+    would otherwise infer its Arrow-backed str dtype, a copy per column)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v for k, v in table.items()
+    }, copy=False)  # the columns are ours alone: no copy, no consolidation into 2D blocks
+
+
+def _all_str(arr: np.ndarray) -> bool:
+    if "pandas" in sys.modules:  # its C loop, when it is loaded anyway
+        from pandas.api.types import infer_dtype
+
+        return infer_dtype(arr, skipna=False) == "string"
+    return set(map(type, arr.tolist())) <= {str}
+
+
+def _as_str(arr: np.ndarray) -> np.ndarray:
+    """Object array of str, '' for None and NaN; an all-str column passes untouched."""
+    if arr.dtype == object and _all_str(arr):
+        return arr
+    values = arr.tolist()
+    out = np.empty(len(values), dtype=object)
+    out[:] = ["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in values]
+    return out
+
+
+def coerce(table: Table, columns: tuple[Column, ...]) -> Table:
+    """Exactly the schema's columns, in order, with its dtypes; optional columns a reader
+    left out are filled with their unknown value."""
+    n = n_rows(table)
+    out: Table = {}
+    for c in columns:
+        if c.name not in table:
+            if not c.optional:
+                raise SchemaViolation(f"missing column {c.name!r}")
+            out[c.name] = np.full(n, unknown_of(c.kind), dtype=dtype_of(c.kind))
+            continue
+        arr = np.asarray(table[c.name])
+        if c.kind == "str":
+            out[c.name] = _as_str(arr)
+        else:
+            out[c.name] = arr if arr.dtype == dtype_of(c.kind) else arr.astype(dtype_of(c.kind))
+    return out
+
+
+def coerce_ops(table: Table) -> Table:
+    return coerce(table, OPS_COLUMNS)
+
+
+def coerce_kernels(table: Table) -> Table:
+    return coerce(table, KERNEL_COLUMNS)
+
+
+_KIND_OF = {"str": "OUS", "int": "iu", "float": "f", "bool": "b"}
+
+
+def check_kinds(table: Table, columns: tuple[Column, ...], name: str) -> None:
+    names = [c.name for c in columns]
+    if list(table) != names:
+        raise SchemaViolation(f"{name}: columns {list(table)} != schema {names}")
+    for c in columns:
+        if table[c.name].dtype.kind not in _KIND_OF[c.kind]:
+            raise SchemaViolation(f"{name}.{c.name}: dtype {table[c.name].dtype} is not {c.kind}")
+
+
+def validate(ops: Table, kernels: Table) -> None:
+    """Check both tables against the schema and the invariants that tie them together."""
+    check_kinds(ops, OPS_COLUMNS, "ops")
+    check_kinds(kernels, KERNEL_COLUMNS, "kernels")
+    check_invariants(ops, kernels)
+
+
+def check_invariants(ops: Table, kernels: Table) -> None:
+    """Ids unique, classes and kinds known, times finite and non-negative, and each op's
+    device_us the sum of the kernels attributed to it."""
+    op_id = np.asarray(ops["op_id"], dtype=np.int64)
+    order = np.argsort(op_id, kind="stable")
+    ids = op_id[order]
+    if len(ids) > 1 and (ids[1:] == ids[:-1]).any():
+        raise SchemaViolation("ops.op_id is not unique")
+    bad_class = set(ops["op_class"].tolist()) - set(OP_CLASSES)
+    if bad_class:
+        raise SchemaViolation(f"ops.op_class has unknown classes {sorted(map(str, bad_class))}")
+    for col in ("device_us", "host_us"):
+        vals = np.asarray(ops[col], dtype=np.float64)
+        if np.isnan(vals).any() or (vals < 0).any():
+            raise SchemaViolation(f"ops.{col} has NaN or negative values")
+    dur = np.asarray(kernels["dur_us"], dtype=np.float64)
+    if (dur < 0).any() or np.isnan(dur).any():
+        raise SchemaViolation("kernels.dur_us has NaN or negative values")
+    bad_kind = set(kernels["kind"].tolist()) - set(KERNEL_KINDS)
+    if bad_kind:
+        raise SchemaViolation(f"kernels.kind has unknown kinds {sorted(map(str, bad_kind))}")
+    if not len(dur):
+        return
+    k_op = np.asarray(kernels["op_id"], dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, k_op), 0, max(len(ids) - 1, 0))
+    found = ids[pos] == k_op if len(ids) else np.zeros(len(k_op), dtype=bool)
+    if not found.all():
+        orphans = np.unique(k_op[~found])
+        raise SchemaViolation(f"{len(orphans)} kernel op_ids name no op (e.g. {orphans[:3].tolist()})")
+    per_op = np.bincount(pos, weights=dur, minlength=len(ids))
+    has = np.bincount(pos, minlength=len(ids)) > 0
+    device = np.asarray(ops["device_us"], dtype=np.float64)[order]
+    total = float(dur.sum())
+    if total > 0 and float(np.abs(device[has] - per_op[has]).sum()) > 1e-6 * total + 1e-6:
+        raise SchemaViolation("ops.device_us does not equal the kernels attributed to each op")
+    if abs(float(device.sum()) - total) > 1e-6 * total + 1e-6:
+        raise SchemaViolation("ops.device_us total differs from the kernels' total")
+
+
+def write_parquet(table: Table, columns: tuple[Column, ...], path: Path) -> None:
+    """One coerced table as Parquet, typed as the schema says: what pandas' to_parquet wrote
+    (NaN stored as null), without its index metadata (the tables have none)."""
+    import pyarrow as pa
+
+    arrays = [_arrow(np.asarray(table[c.name]), c.kind) for c in columns]
+    write_table(pa.Table.from_arrays(arrays, names=[c.name for c in columns]), path)
+
+
+# pyarrow.parquet.write_table's defaults, spelt out for the writer underneath it
+PARQUET_OPTIONS = {"version": "2.6", "use_dictionary": True, "compression": "snappy", "write_statistics": True,
+                   "use_deprecated_int96_timestamps": False, "data_page_version": "1.0",
+                   "use_compliant_nested_type": True, "store_schema": True, "writer_engine_version": "V2"}
+
+
+def write_table(table: Any, path: Path) -> None:
+    """An Arrow table as a Parquet file through pyarrow's compiled writer: pyarrow.parquet's
+    Python layer imports pyarrow.dataset and the file systems (~0.014 s, a twentieth of a
+    small `porter ingest`). Same options, so the same bytes as pq.write_table (checked in
+    tests/test_columns.py); pq.write_table itself when that writer is not there."""
+    try:
+        from pyarrow._parquet import ParquetWriter
+        writer = ParquetWriter(str(path), table.schema, **PARQUET_OPTIONS)
+    except (ImportError, TypeError):  # another pyarrow: its public writer
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path)
+        return
+    try:
+        writer.write_table(table)
+    finally:
+        writer.close()
+
+
+def _bits(mask: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    return pa.py_buffer(np.packbits(mask, bitorder="little"))
+
+
+def _arrow(arr: np.ndarray, kind: str) -> Any:
+    """A coerced column as an Arrow array, built from its buffers: `pyarrow.array` imports
+    pandas on every call, even for a numpy array (~0.45 s)."""
+    import pyarrow as pa
+
+    n = len(arr)
+    if kind == "bool":
+        return pa.Array.from_buffers(pa.bool_(), n, [None, _bits(arr)])
+    if kind == "int":
+        return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(np.ascontiguousarray(arr))])
+    if kind == "float":
+        nan = np.isnan(arr)
+        valid = _bits(~nan) if nan.any() else None
+        return pa.Array.from_buffers(pa.float64(), n, [valid, pa.py_buffer(np.ascontiguousarray(arr))],
+                                     null_count=int(nan.sum()))
+    if "pandas" in sys.modules:  # loaded anyway (a diagnosis, a big trace): its C conversion, no joined copy
+        return pa.array(arr, type=pa.string())
+    # str: one UTF-8 buffer and the rows' offsets into it (an ASCII column in one C call)
+    values = arr.tolist()
+    text = "".join(values)
+    if text.isascii():
+        blob, lengths = text.encode("ascii"), map(len, values)
+    else:
+        encoded = [v.encode("utf-8", "surrogatepass") for v in values]
+        blob, lengths = b"".join(encoded), map(len, encoded)
+    if len(blob) >= 2**31:  # past 32-bit offsets: pyarrow's own conversion (it loads pandas)
+        return pa.array(values, type=pa.string())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n), out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(blob)])
+
+
+def as_columns(table: Any) -> Table:
+    """A numpy table as is, a DataFrame as its columns."""
+    return table if isinstance(table, dict) else from_frame(table)
