@@ -39,7 +39,10 @@ class InterleaveOptions:
     warmup: int = 2  # untimed forwards per side before the first pair
     min_pairs: int = 20  # before the budget may stop sampling
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
-    min_seconds_narrow: float = 5.0  # nor before this: the interval's chunks must span seconds of load changes
+    # nor before this: the interval's chunks must span the machine's slow drift. Demo runs stopped
+    # narrow after 5 s with +-2% and missed each other by 6%; cut from long recordings, full
+    # 10 s runs come out +-4-6% and overlapped in 13 of 17 consecutive triples
+    min_seconds_narrow: float = 10.0
     max_pairs: int = 20000
     budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
     goal_half_width: float = 0.03  # stop once the 95% interval is within +-3% of the ratio
