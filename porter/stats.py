@@ -9,7 +9,7 @@ interval. Load on a shared machine also drifts over seconds, longer than any blo
 10-second run can resample (on this 2-core machine with other jobs running, the median
 ratio of consecutive 10 s windows of one process moved by 3-4% (sd), while each window's
 block-bootstrap interval was +-2%); so the interval is widened to at least a batch-means
-interval over equal wall-time chunks of the run (the standard interval for autocorrelated
+interval over CHUNKS equal wall-time chunks of the run (the standard interval for autocorrelated
 simulation output), which sees drift on the scale of the whole run. Unpaired samples (profiled steps of two recorded traces) resample each
 side on its own and take the ratio of medians.
 
@@ -27,7 +27,10 @@ CONFIDENCE = 0.95
 BOOTSTRAP = 2000  # resamples: the 2.5/97.5% percentiles move < 1% of the width beyond this
 SEED = 0
 WIDE = 0.10  # an interval reaching further than +-10% of the ratio is too wide to plan on
-CHUNKS = 8  # wall-time chunks of the batch-means interval: 7 degrees of freedom
+# wall-time chunks of the batch-means interval (4 degrees of freedom). Chosen on CPU-time recordings of
+# the demo beside busy loops (60 s and 180 s) cut into consecutive 10 s runs: three consecutive
+# intervals overlapped in 16 of 17 triples with 5 chunks, 13 of 17 with 8, 7 of 17 with none
+CHUNKS = 5
 MIN_CHUNK = 3  # ratios per chunk, fewest; runs with under 4 chunks' worth get the bootstrap alone
 # Student's t, 97.5% point, by degrees of freedom (a two-sided 95% interval from 3-7 chunk means)
 T975 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from porter.capture.interleaved import InterleaveOptions, time_interleaved
-from porter.stats import paired_ratio, unpaired_ratio
+from porter.stats import CHUNKS, paired_ratio, unpaired_ratio
 
 
 def test_pairs_alternate_which_side_runs_first():
@@ -63,8 +63,8 @@ def test_three_consecutive_runs_overlap_when_load_drifts_slower_than_a_run_resam
     (AR(1) in log, rho 0.98 per pair, sd 4%: about 50 pairs per swing, what consecutive 10 s
     windows of one process showed here with other jobs running), cut into three consecutive
     runs of 300 pairs. The block bootstrap alone sees each run's own stretch and its three
-    intervals overlap in 30 of 100 seeded stretches; widened to the 8-chunk batch means they
-    overlap in 75 (>= 65 asserted; <= 45 for the bootstrap alone)."""
+    intervals overlap in 30 of 100 seeded stretches; widened to the 5-chunk batch means they
+    overlap in 84 (8 chunks: 75; >= 75 asserted; <= 45 for the bootstrap alone)."""
     rng = np.random.default_rng(5)
     n, rho, overlap = 900, 0.98, {"bootstrap": 0, "batch means": 0}
     for k in range(100):
@@ -75,16 +75,16 @@ def test_three_consecutive_runs_overlap_when_load_drifts_slower_than_a_run_resam
             drift[i] = rho * drift[i - 1] + step[i]
         s = rng.lognormal(np.log(2e-3), 0.3, n)
         t = 1.3 * s * np.exp(drift + rng.normal(0, 0.03, n))
-        for name, chunks in (("bootstrap", 0), ("batch means", 8)):
+        for name, chunks in (("bootstrap", 0), ("batch means", CHUNKS)):
             ivs = [paired_ratio(s[j:j + 300], t[j:j + 300], resamples=300, seed=k, chunks=chunks) for j in (0, 300, 600)]
             overlap[name] += max(iv.low for iv in ivs) <= min(iv.high for iv in ivs)
-    assert overlap["batch means"] >= 65 and overlap["bootstrap"] <= 45, overlap
+    assert overlap["batch means"] >= 75 and overlap["bootstrap"] <= 45, overlap
 
 
 def test_batch_means_needs_four_chunks_and_widens_only_where_chunks_disagree():
     """Under 12 ratios there are not 4 chunks of 3: the bootstrap alone. Chunks that agree
     (the same ratio throughout) leave the interval as the bootstrap made it. A machine that
-    switches between two speeds every 30 pairs (ratio 1.0, then 1.1; 8 chunks of 30 ratios,
+    switches between two speeds every 48 pairs (ratio 1.0, then 1.1; 5 chunks of 48 ratios,
     each on one level) widens it on both sides: the chunk medians disagree beyond the pairs'
     noise, which the bootstrap's automatic blocks do not span."""
     from porter.stats import batch_means
@@ -93,7 +93,7 @@ def test_batch_means_needs_four_chunks_and_widens_only_where_chunks_disagree():
     steady = paired_ratio(np.ones(40), np.full(40, 1.3))
     assert steady.low == steady.high == 1.3
     rng = np.random.default_rng(1)
-    levels = np.repeat(np.tile([1.0, 1.1], 4), 30)
+    levels = np.repeat(np.tile([1.0, 1.1], 3)[:5], 48)
     s = rng.lognormal(np.log(2e-3), 0.1, 240)
     t = s * levels * rng.lognormal(0, 0.03, 240)
     alone, widened = paired_ratio(s, t, chunks=0), paired_ratio(s, t)
