@@ -9,9 +9,10 @@ interval. Load on a shared machine also drifts over seconds, longer than any blo
 10-second run can resample (on this 2-core machine with other jobs running, the median
 ratio of consecutive 10 s windows of one process moved by 3-4% (sd), while each window's
 block-bootstrap interval was +-2%); so the interval is widened to at least a batch-means
-interval over CHUNKS equal wall-time chunks of the run (the standard interval for autocorrelated
-simulation output), which sees drift on the scale of the whole run. Unpaired samples (profiled steps of two recorded traces) resample each
-side on its own and take the ratio of medians.
+interval over CHUNKS equal-time chunks of the run (the standard interval for autocorrelated
+simulation output), which sees drift on the scale of the whole run. Unpaired samples
+(profiled steps of two recorded traces) resample each side on its own and take the ratio
+of medians.
 
 Torch-free and stateless: capture's adaptive loop and diagnose's trace mode both use it.
 """
@@ -105,7 +106,8 @@ def block_indices(rng: np.random.Generator, n: int, resamples: int, length: int)
 
 def batch_means(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -> tuple[float, float] | None:
     """95% interval for the run's central log ratio from the medians of `chunks` consecutive
-    chunks of equal wall time (seconds: each ratio's duration), centred on the overall median.
+    chunks of equal time (seconds: each ratio's duration on the headline's clock, which is
+    wall time or, for two single-threaded CPU stacks, about it), centred on the overall median.
 
     Chunks whose medians differ by more than their own noise say the machine changed speed
     during the run; their spread, not the pairs', then sets the width. None when the run is

@@ -41,7 +41,7 @@ class InterleaveOptions:
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
     # nor before this: the interval's chunks must span the machine's slow drift. Demo runs stopped
     # narrow after 5 s with +-2% and missed each other by 6%; cut from long recordings, full
-    # 10 s runs come out +-4-6% and overlapped in 13 of 17 consecutive triples
+    # 10 s runs come out +-4-8% and overlapped in 16 of 17 consecutive triples (porter.stats.CHUNKS)
     min_seconds_narrow: float = 10.0
     max_pairs: int = 20000
     budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
