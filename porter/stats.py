@@ -122,7 +122,8 @@ def batch_means(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -
     means = np.array([np.median(logs[which == j]) for j in range(k) if np.count_nonzero(which == j)])
     if means.size < 4:
         return None
-    half = T975[means.size - 1] * float(np.std(means, ddof=1)) / np.sqrt(means.size)
+    t = T975[min(means.size - 1, max(T975))]  # beyond the table, its last (larger) point: a little wider
+    half = t * float(np.std(means, ddof=1)) / np.sqrt(means.size)
     centre = float(np.median(logs))
     return float(np.exp(centre - half)), float(np.exp(centre + half))
 

@@ -176,3 +176,18 @@ def test_each_stack_runs_single_modules_and_ops_or_says_why():
     assert missing.no_module_runs == "porter has no single-module runner for StackMissing"
     with pytest.raises(PorterError, match="the ghost stack does not run single ops: porter has no single-op runner"):
         missing.run_op(torch.ops.aten.add.Tensor, (torch.ones(1), torch.ones(1)), {}, "cpu")
+
+
+def test_ort_sessions_follow_the_thread_policy():
+    """A live pair runs one intra-op thread per side (porter/capture/threads.py); ORT's sessions
+    take torch's count, so ORT is single-threaded under the policy too (its own default is a
+    spinning pool per core, which a CPU-time headline would count once per thread)."""
+    from porter.capture.threads import applied, decide
+    from porter.targets import get_stack
+
+    stack = get_stack("ort")
+    prepared = stack.prepare(load_model(MODEL), "cpu")
+    before = torch.get_num_threads()
+    with applied(decide(None, 2, "1")):
+        assert stack._session(prepared).get_session_options().intra_op_num_threads == 1
+    assert stack._session(prepared).get_session_options().intra_op_num_threads == before == torch.get_num_threads()

@@ -68,6 +68,7 @@ def current(env: Mapping[str, str] = os.environ) -> ThreadPolicy:
 @contextlib.contextmanager
 def applied(policy: ThreadPolicy) -> Iterator[ThreadPolicy]:
     """Both stacks single-threaded for the block when the policy says so; restored after.
+    Torch's count also sets ONNX Runtime's intra-op threads (porter/targets/onnxruntime.py).
 
     XLA reads XLA_FLAGS when its CPU client starts, so this must open before the first
     XLA capture of the process; a client already running keeps its threads.

@@ -279,11 +279,23 @@ class OrtStack(Stack):
             )
         return Availability(True)
 
-    def _session(self, prepared: Prepared, profile_prefix: Path | None = None, optimized: Path | None = None):
+    @staticmethod
+    def _options() -> Any:
+        """Session options; intra-op threads as many as torch's, so porter's thread policy
+        (porter/capture/threads.py: one per side on a live pair) holds for ORT too. ORT's own
+        default is a pool per physical core whose threads spin, which a CPU-time headline
+        would count for every thread."""
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        opts.intra_op_num_threads = torch.get_num_threads()
+        return opts
+
+    def _session(self, prepared: Prepared, profile_prefix: Path | None = None, optimized: Path | None = None):
+        import onnxruntime as ort
+
+        opts = self._options()
         if profile_prefix is not None:
             opts.enable_profiling = True
             opts.profile_file_prefix = str(profile_prefix)
@@ -373,8 +385,7 @@ class OrtStack(Stack):
         have = {o.name for o in proto.graph.output}
         for value in sorted(set(wanted.values()) - have):
             proto.graph.output.append(onnx.ValueInfoProto(name=value))
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
+        opts = self._options()
         try:
             sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=[PROVIDERS[prepared.device]])
         except Exception as exc:
