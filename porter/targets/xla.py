@@ -71,10 +71,19 @@ def jax_module_scopes(
             yield
 
 
-def _jax_device(device: str):
+def jax_devices(platform: str | None = None) -> list[Any]:
+    """jax.devices(platform); the first call of the process starts XLA's client, under
+    porter.capture.threads.one_cpu_while_xla_starts (one pool thread when the policy asks)."""
     import jax
 
-    return jax.devices(JAX_PLATFORM[device])[0]
+    from porter.capture.threads import one_cpu_while_xla_starts
+
+    with one_cpu_while_xla_starts():
+        return jax.devices(platform) if platform else jax.devices()
+
+
+def _jax_device(device: str):
+    return jax_devices(JAX_PLATFORM[device])[0]
 
 
 def _jax_sketch(x: Any, idx: Any) -> dict[str, Any]:
@@ -131,9 +140,9 @@ class XlaStack(Stack):
         except ImportError as exc:
             return Availability(False, f"jax is not importable ({exc})", "pip install 'porter[xla]'")
         try:
-            jax.devices(JAX_PLATFORM[device])
+            jax_devices(JAX_PLATFORM[device])
         except RuntimeError:
-            shown = sorted({d.platform for d in jax.devices()})
+            shown = sorted({d.platform for d in jax_devices()})
             remedy = TPU_REMEDY if device == "tpu" else f"run on a host where jax sees a {device} device"
             return Availability(
                 False, f"jax has no {device.upper()} backend here (jax.devices() shows only {', '.join(shown)})", remedy
@@ -147,9 +156,7 @@ class XlaStack(Stack):
         return Availability(True)
 
     def resolve_device_impl(self) -> str:
-        import jax
-
-        dev = jax.devices()[0]
+        dev = jax_devices()[0]
         if dev.platform == "gpu":
             return "rocm" if "rocm" in str(getattr(dev.client, "platform_version", "")).lower() else "cuda"
         return dev.platform if dev.platform in JAX_PLATFORM else "cpu"
