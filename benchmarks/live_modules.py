@@ -5,7 +5,7 @@ from configs with random weights, tests/models/library_models.py; `*_wide` are s
 compute outweighs a call's dispatch), 9 profiled steps. Then every leaf module is run alone on
 both stacks (eager; torchax + jax.jit; torch.compile/inductor), each call it made in one forward
 with the input it saw, interleaved, 30 repeats of the process's CPU time (a shared machine's
-other work does not stretch it), less each stack's per-call floor (the cheapest call it can make:
+other work does not stretch it), less each call's floor (the cheapest call the stack can make with the same arguments:
 a module inside the compiled program does not pay the guards and dispatch of a call alone).
 The diagnosed gap of a module is the one diagnosis.json carries for a live pair: each side's
 profiled share scaled to its unprofiled step (porter.analysis.headline.scaled_to_step).
@@ -72,10 +72,7 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[
         jitted = jax.jit(fn)
         return lambda: jax.block_until_ready(jitted(weights, jargs))
     if stack == "inductor":
-        import torch._dynamo as dynamo
-
-        dynamo.reset()  # each module compiled afresh: shared forwards would hit the recompile limit and run eager
-        compiled = torch.compile(mod, backend="inductor")
+        compiled = torch.compile(mod, backend="inductor")  # static shapes, recompile limit: alone_times
 
         def call() -> Any:
             with torch.no_grad():
@@ -111,10 +108,15 @@ def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, fl
 
 
 class _Floor(torch.nn.Module):
-    """The cheapest call a stack can make (one add on one element): what every call alone pays."""
+    """The cheapest call a stack can make with a module call's arguments (one add on one element
+    of the first tensor): what that call pays alone whatever it computes. With the call's own
+    arguments, not one element: a compiled call's cost grows with its inputs (dropout, the
+    identity in eval, read +200-310 us on inductor against eager at 2x128x512 less a
+    one-element floor)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + 1
+    def forward(self, *args: Any) -> torch.Tensor:
+        x = next(a for a in args if isinstance(a, torch.Tensor))
+        return x.reshape(-1)[:1] + 1
 
 
 @dataclass(frozen=True)
@@ -138,22 +140,37 @@ def _notch(xs: list[float]) -> float:
 
 def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, list[tuple[Any, ...]]],
                 repeats: int = REPEATS) -> dict[str, Alone]:
-    """Each leaf run alone on both stacks (every call of one forward, interleaved, repeats times),
-    less each stack's floor per call: a module inside the compiled program does not pay the
-    per-call guards and dispatch that the same module pays when called alone."""
-    floor = median_us({"src": runner("eager", _Floor(), (torch.ones(1),)),
-                       "tgt": runner(stack, _Floor(), (torch.ones(1),))}, repeats)
-    print(f"  per-call floor alone: eager {floor['src']:.1f} us, {stack} {floor['tgt']:.1f} us (subtracted)")
+    """Each leaf run alone on both stacks (every call of one forward), less each call's floor
+    (_Floor with the same arguments, timed beside it): a module inside the compiled program
+    does not pay the per-call guards, dispatch and argument handling that it pays alone. Interleaved across all leaves, not
+    leaf after leaf: each repeat runs every leaf's calls on both stacks, so a slow minute of
+    the machine falls on every module alike instead of on the few timed during it (bert_small's
+    two identical intermediate dense layers read 343 and 162 us eager when timed one after the
+    other beside another job)."""
+    import torch._dynamo.config as dynamo_config
+
+    fns: dict[str, Callable[[], Any]] = {}
+    counts: dict[str, int] = {}
+    # every leaf's compiled forward stays alive at once: nn.Linear.forward shared by every dense
+    # layer would otherwise hit dynamo's recompile limit and run eager, or be recompiled with
+    # dynamic shapes (another program than the model's)
+    with dynamo_config.patch(recompile_limit=1024, accumulated_recompile_limit=8192, automatic_dynamic_shapes=False):
+        for path, calls in leaves.items():
+            try:
+                mine = {f"{path}|{kind}{side}{i}": runner("eager" if side == "src" else stack,
+                                                          mods[path] if kind == "" else _Floor(), args)
+                        for i, args in enumerate(calls) for side in ("src", "tgt") for kind in ("", "floor")}
+                for c in mine.values():
+                    c()
+            except Exception as exc:  # a module that does not run alone: said, not hidden
+                print(f"  {path}: not run alone ({type(exc).__name__}: {str(exc)[:80]})")
+                continue
+            fns.update(mine)
+            counts[path] = len(calls)
+        t = samples_us(fns, repeats)
     out = {}
-    for path, calls in leaves.items():
-        try:
-            fns = {f"{side}{i}": runner("eager" if side == "src" else stack, mods[path], args)
-                   for i, args in enumerate(calls) for side in ("src", "tgt")}
-            t = samples_us(fns, repeats)
-        except Exception as exc:  # a module that does not run alone: said, not hidden
-            print(f"  {path}: not run alone ({type(exc).__name__}: {str(exc)[:80]})")
-            continue
-        per = {side: [max(sum(t[f"{side}{i}"][r] for i in range(len(calls))) - len(calls) * floor[side], 0.0)
+    for path, n in counts.items():
+        per = {side: [max(sum(t[f"{path}|{side}{i}"][r] - t[f"{path}|floor{side}{i}"][r] for i in range(n)), 0.0)
                       for r in range(repeats)] for side in ("src", "tgt")}
         gaps = [b - a for a, b in zip(per["src"], per["tgt"])]
         out[path] = Alone(statistics.median(per["src"]), statistics.median(per["tgt"]), statistics.median(gaps), _notch(gaps))
