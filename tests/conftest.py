@@ -13,6 +13,28 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """XLA's CPU client starts once per process, with the threads it is given then: start it
+    here as a live pair starts it (porter.capture.threads: Eigen single, one pool thread), so
+    in-process live pairs measure the same program whichever test touches jax first.
+    Subprocesses (the CLI tests) start their own, as users do."""
+    from porter.capture.threads import XLA_SINGLE
+
+    before = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = f"{before or ''} {XLA_SINGLE}".strip()
+    try:
+        from porter.targets.xla import jax_devices
+
+        jax_devices("cpu")
+    except Exception:  # noqa: BLE001 - no jax here: the XLA tests skip on their own
+        pass
+    finally:
+        if before is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = before
+
+
 def corpus_dir() -> Path:
     return Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces")).resolve()
 
