@@ -78,16 +78,37 @@ class TorchStack(Stack):
         torch_sync(prepared.device)
 
     def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
+        """One step profiled with shapes and FLOPs, then `steps` timed ones without, given the
+        first's shapes (porter.targets.kineto_shapes: with shapes, eager elementwise ops on
+        large tensors page-fault and read 3-4x their cost); one pass with shapes when the
+        steps' ops differ."""
+        from porter.targets.kineto_shapes import copy_shapes
+
+        path, shaped = raw_dir / "trace.json", raw_dir / "shapes.json"
+        self._profiled_steps(prepared, 1, shaped, shapes=True)
+        step_s = self._profiled_steps(prepared, steps, path, shapes=False)
+        copied = copy_shapes(shaped, path)
+        if copied.complete:
+            prepared.info["shapes_from"] = "one step profiled with shapes (copied to the timed steps)"
+        else:
+            step_s = self._profiled_steps(prepared, steps, path, shapes=True)
+            prepared.info["shapes_from"] = (f"every timed step ({copied.steps - copied.matched} of {copied.steps} "
+                                            "steps ran other ops than the shapes step)")
+        shaped.unlink(missing_ok=True)
+        prepared.info["profiled_step_s"] = step_s
+        return path
+
+    def _profiled_steps(self, prepared: Prepared, steps: int, path: Path, shapes: bool) -> list[float]:
+        """One profiler warm-up step (dropped by the schedule), then `steps` recorded ones
+        written to path; each recorded step's wall time."""
+        import time
+
         acts = [ProfilerActivity.CPU]
         if prepared.device in ("cuda", "rocm"):
             acts.append(ProfilerActivity.CUDA)
-        path = raw_dir / "trace.json"
         step_s: list[float] = []
-        # one profiler warm-up step (dropped by the schedule), then `steps` recorded ones
         sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
-        import time
-
-        with profile(activities=acts, schedule=sched, record_shapes=True, with_flops=True, with_stack=False,
+        with profile(activities=acts, schedule=sched, record_shapes=shapes, with_flops=shapes, with_stack=False,
                      on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof, self.tagging(prepared):
             for i in range(steps + 1):
                 t0 = time.perf_counter()
@@ -95,8 +116,7 @@ class TorchStack(Stack):
                 if i:
                     step_s.append(time.perf_counter() - t0)
                 prof.step()
-        prepared.info["profiled_step_s"] = step_s
-        return path
+        return step_s
 
     def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:
         """Hooks on the eager module on the same device (see activation_source): each output is
