@@ -244,16 +244,19 @@ def handle_calls(record: RegionRecord) -> dict[str, str]:
 def handle_call_members(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> its fresh nodes' op calls, each in its own module with its share of
     their estimated cost (porter.schema.encode_call_members; only handles of two calls or more).
-    Views are left out (a GPT-2 Conv1D's output ``view`` inside the GELU kernel after it does no
-    work there). Only when the costliest node names a call: a kernel whose main work a rewrite
-    made (a fused SDPA) would otherwise hand all its time to the small tagged ops around it."""
+    A view costs nothing (a dense layer's output ``view`` inside the GELU kernel after it is
+    indexing there): its call is listed with share 0, so the GELU's call takes the kernel whole
+    even when that view pulled the kernel's module up to the block holding both. Only when the
+    costliest other node names a call: a kernel whose main work a rewrite made (a fused SDPA)
+    would otherwise hand all its time to the small tagged ops around it."""
     out = {}
     for h, nodes in fresh_nodes(record).items():
         work = [n for n in nodes if n not in record.views]
         if not work or _costliest(work, record) not in record.node_calls:
             continue
         encoded = encode_call_members((record.node_modules.get(n, ""), record.node_calls.get(n, ""),
-                                       record.node_costs.get(n, ("", 0.0))[1]) for n in work)
+                                       0.0 if n in record.views else record.node_costs.get(n, ("", 0.0))[1])
+                                      for n in nodes)
         if encoded:
             out[h] = encoded
     return out
