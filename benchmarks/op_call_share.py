@@ -6,8 +6,12 @@ rows with evidence ``identity-call`` (src id, tgt id), the target's ``fused-shar
 its op-call time (fused), the share of each side's time in rows both sides ran, measured or
 split by estimate (src pair, tgt pair), and the number of rows. ``--keep DIR`` keeps the
 captures; run again with the same DIR, it analyses them anew without capturing.
+``--no-call-members`` clears the target's ``ops.call_members`` before the analysis: each fused
+op is then its root call's alone, as before fused ops listed their calls (an ablation on the
+same captures).
 
     .venv/bin/python -m benchmarks.op_call_share [--models bert_small,...] [--targets xla,...] [--keep DIR]
+        [--no-call-members]
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ MODELS = ("bert_small", "gpt2_small", "small_resnet")
 TARGETS = ("xla", "cpu:inductor", "cpu:ort")
 
 
-def shares(model: str, target: str, work: Path, sources: dict) -> dict[str, float]:
+def shares(model: str, target: str, work: Path, sources: dict, call_members: bool = True) -> dict[str, float]:
     """Capture (the source once per model), analyse, and read the op-call shares."""
     from porter.bundle import load_bundle
     from porter.capture.options import CaptureOptions
@@ -36,7 +40,10 @@ def shares(model: str, target: str, work: Path, sources: dict) -> dict[str, floa
     dest = work / f"{model}-{target.replace(':', '_')}"
     if not (dest / "manifest.json").is_file():  # --keep DIR again: the kept captures, analysed anew
         capture(f"{LIBRARY}:{model}", target, dest, opts)
-    al = analyse(sources[model], load_bundle(dest)).alignment
+    tgt = load_bundle(dest)
+    if not call_members and "call_members" in tgt.ops.columns:
+        tgt.ops["call_members"] = ""
+    al = analyse(sources[model], tgt).alignment
     calls, stats = al.op_calls, al.stats
     fused = calls.loc[calls["evidence"] == "fused-share"] if calls is not None else None
 
@@ -58,6 +65,7 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--keep", default="")
+    ap.add_argument("--no-call-members", action="store_true")
     a = ap.parse_args()
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="porter-opcalls-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -65,7 +73,7 @@ def main() -> None:
     print(f"{'model':14} {'target':13} {'src id':>7} {'tgt id':>7} {'fused':>9} {'src pair':>8} {'tgt pair':>8} {'rows':>5}")
     for model in a.models.split(","):
         for target in a.targets.split(","):
-            r = shares(model, target, work, sources)
+            r = shares(model, target, work, sources, not a.no_call_members)
             print(f"{model:14} {target:13} {r['src_identity']:7.3f} {r['tgt_identity']:7.3f} "
                   f"{r['tgt_fused']:9.3f} {r['src_paired']:8.3f} {r['tgt_paired']:8.3f} {r['rows']:5d}", flush=True)
 

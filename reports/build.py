@@ -167,7 +167,7 @@ def _op_call_rows(rows: Iterable[dict]) -> list[OpCallRow]:
     """diagnosis.json alignment.op_calls (live pairs only), largest |gap| first."""
     out = [OpCallRow(module=str(r.get("module") or NO_MODULE), op=str(r.get("op") or ""), call=int(r.get("call") or 0),
                      evidence=str(r.get("evidence") or ""), source_us=_f(r.get("source_us")) or 0.0,
-                     target_us=_f(r.get("target_us")) or 0.0)
+                     target_us=_f(r.get("target_us")) or 0.0, estimated_us=_f(r.get("estimated_us")) or 0.0)
            for r in rows or []]
     return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 

@@ -85,6 +85,7 @@ class OpCallRow(Gap):
     evidence: str  # identity-call, fused-share, source-only or target-only
     source_us: float
     target_us: float
+    estimated_us: float = 0.0  # of target_us, the part placed by estimate (a fusion's share), per step
 
 
 @dataclass(frozen=True)

@@ -220,21 +220,29 @@ class _Outer(torch.nn.Module):
         return self.dense(self.inner(x))
 
 
-def test_inductor_nodes_name_their_calls():
+def compiled_records(module: torch.nn.Module, *inputs: torch.Tensor) -> list:
+    """What porter's inductor stack records (RegionRecords) while torch.compile compiles module
+    for inputs, caches off so the compile really runs."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
     from porter.targets.inductor import RECORDING_CONFIG
-    from porter.targets.inductor_attribution import RegionRecord, handle_calls, recording_inner
+    from porter.targets.inductor_attribution import recording_inner
 
-    records: list[RegionRecord] = []
+    records: list = []
     torch._dynamo.reset()
-    fn = torch.compile(_Outer().eval(), backend=lambda gm, ex: compile_fx(gm, ex, inner_compile=recording_inner(records)))
+    fn = torch.compile(module, backend=lambda gm, ex: compile_fx(gm, ex, inner_compile=recording_inner(records)))
     with inductor_config.patch({**RECORDING_CONFIG, "fx_graph_cache": False}), \
             functorch_config.patch(enable_autograd_cache=False), torch.no_grad():
-        fn(torch.randn(4, 16))
-    (record,) = records
+        fn(*inputs)
+    return records
+
+
+def test_inductor_nodes_name_their_calls():
+    from porter.targets.inductor_attribution import handle_calls
+
+    (record,) = compiled_records(_Outer().eval(), torch.randn(4, 16))
     # every matmul node takes the call of the linear it computes, counted in its own module
     got = sorted((record.node_modules[n], record.node_calls[n]) for n in record.node_calls
                  if record.node_costs[n][0] in ("aten::mm", "aten::addmm"))

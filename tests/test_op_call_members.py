@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from porter.analysis.align import align
 from porter.analysis.op_calls import FUSED_SHARE, IDENTITY_CALL, fused_call_shares
@@ -208,3 +209,121 @@ def test_an_ort_helper_feeding_one_node_is_that_nodes_call():
     out = scopes_of_optimized(original, optimized, {"node_layer_norm": ln, "node_MatMul_6": fc, "node_linear": fc})
     assert out["gemm_input_reshape_token_3"]["call"] == "linear#0"  # the Gemm's work, not the layer norm's
     assert out["gemm_input_reshape_token_3"]["module"] == out["gemm_output_reshape_token_4"]["module"] == "blk/fc"
+
+
+# ---------------------------------------------------------------- inductor kernels of several calls
+
+class _Act(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 0.5
+
+
+class _Block(torch.nn.Module):
+    """A dense layer, a bias-like add in the block's own forward, then a child's tanh and mul:
+    inductor fuses the add, tanh and mul (and the dense layer's output view) into one kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.act = torch.nn.Linear(16, 16), _Act()
+
+    def forward(self, x):
+        return self.act(self.fc(x) + 1.0)
+
+
+def test_an_inductor_kernel_lists_the_op_calls_of_its_nodes_by_estimated_cost():
+    from porter.targets.inductor_attribution import region_calls
+    from tests.test_call_identity import compiled_records
+
+    records = compiled_records(_Block().eval(), torch.randn(2, 4, 16))
+    calls = {c.callee: c for c in region_calls(records)}
+    (fused,) = [c for name, c in calls.items() if name.startswith("cpp_fused")]
+    # three elementwise calls over one 2x4x16 output: one estimated unit per output element each;
+    # the add written in the root forward counts there, tanh and mul in the child; the dense
+    # layer's output view (its linear call) is indexing inside the kernel and takes nothing
+    got = json.loads(fused.call_members)
+    assert [m[:2] for m in got] == [["", "add#0"], ["act", "mul#0"], ["act", "tanh#0"], ["fc", "linear#0"]]
+    assert [m[2] for m in got] == pytest.approx([1 / 3] * 3 + [0.0], rel=1e-6, abs=1e-12)
+    assert calls["aten::addmm"].call == "linear#0" and calls["aten::addmm"].call_members == ""  # one call
+    # BERT's intermediate: a dense layer, then its sibling's GELU. The kernel computes the GELU and
+    # the dense layer's output view, so its module is their parent's and it names no call of its
+    # own (ops.call); its call members still give the GELU's call all of it
+    dense = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()).eval()
+    (fused,) = [c for c in region_calls(compiled_records(dense, torch.randn(2, 4, 16))) if c.callee.startswith("cpp_fused")]
+    assert (fused.module, fused.call) == ("", "")
+    assert json.loads(fused.call_members) == [["1", "gelu#0", 1.0], ["0", "linear#0", 0.0]]
+
+
+@pytest.fixture(scope="module")
+def gpt2_inductor(source_bundles, tmp_path_factory):
+    """gpt2_small cpu -> cpu:inductor, captured once for the tests below (one intra-op thread, as
+    tests/test_live_identity.py: inductor's OpenMP waits on a shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        src = source_bundles("gpt2_small")
+        dest = tmp_path_factory.mktemp("ind") / "gpt2_small"
+        capture(f"{LIBRARY}:gpt2_small", "cpu:inductor", dest, LIVE_OPTS)
+    finally:
+        torch.set_num_threads(threads)
+    return analyse(src, load_bundle(dest))
+
+
+GPT2_ACT = "model/transformer/h/0/mlp/act"  # NewGELUActivation: eight eager calls (mul, pow, add, tanh)
+
+
+@pytest.mark.slow
+def test_inductor_gelu_kernel_is_split_among_its_eager_calls(gpt2_inductor):
+    al = gpt2_inductor.alignment
+    ops, times = al.target_ops, al.target_times
+    own = ops[(ops["call_members"] != "") & ~ops["name"].str.contains("[share of", regex=False)]
+    # the calls that carry cost (a view's call, the dense layer's output view in the kernel, carries none)
+    members = own.set_index("op_id")["call_members"].map(lambda s: [x for x in json.loads(s) if x[2] > 0])
+    gelu = [i for i, m in members.items() if {x[0] for x in m} == {GPT2_ACT}]
+    assert gelu, "no inductor kernel holds the GELU's calls"
+    calls = al.op_calls
+    act = calls[calls["module"] == GPT2_ACT].set_index(["op", "call"])
+    # the kernel names exactly the calls the eager side ran in that module (its profiler tree)
+    eager = {k for k, r in act.iterrows() if r["source_us"] > 0}
+    assert len(eager) == 8
+    for i in gelu:
+        assert {(x[1].rpartition("#")[0], int(x[1].rpartition("#")[2])) for x in members[i]} == eager
+    assert (act.loc[sorted(eager), "estimated_us"] > 0).all() and (act.loc[sorted(eager), "target_us"] > 0).all()
+    # conservation: each kernel's charged time (its own row and split_fused's module shares) is
+    # the sum of its calls' parts; and the module's call rows hold all the kernels' time per step
+    shares = fused_call_shares(ops, times)
+    steps = ops.loc[ops["step"] >= 0, "step"].nunique()
+    whole = 0.0
+    for i in gelu:
+        mine = shares[shares["op_id"] == i]
+        charged = times.values.reindex(mine["fused_ids"].iloc[0]).sum()
+        assert charged > 0 and mine["us"].sum() == pytest.approx(charged, rel=REL)
+        whole += charged
+    assert act["target_us"].sum() == pytest.approx(whole / steps, rel=REL)
+    assert act["estimated_us"].sum() == pytest.approx(whole / steps, rel=REL)
+
+
+@pytest.mark.slow
+def test_report_shows_the_estimated_part_of_each_call(gpt2_inductor):
+    import dataclasses
+
+    import orjson
+
+    from porter.diagnose import to_json
+    from reports.build import model_from_diagnosis
+    from reports.render import render
+
+    m = model_from_diagnosis(orjson.loads(orjson.dumps(to_json(gpt2_inductor))))
+    row = next(r for r in m.op_calls if r.module == GPT2_ACT and r.op == "tanh")
+    assert 0 < row.estimated_us == pytest.approx(row.target_us)
+    # the md lists the largest gaps only: render the GELU module's calls (the model's real rows)
+    m = dataclasses.replace(m, op_calls=[r for r in m.op_calls if r.module == GPT2_ACT])
+    md = render(m, "report.md.j2")
+    section = md.split("### By op call", 1)[1].split("\n### ", 1)[0]
+    assert "| Estimated |" in section
+    line = next(x for x in section.splitlines() if x.startswith(f"| `{GPT2_ACT}` | `tanh#0`"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[5] and cells[5] == cells[4]  # all of the tanh call's target time is its estimated share
+    html = render(m, "report.html.j2")
+    assert "the part placed by estimate\">Estimated</th>" in html
+    cell = f'<td class="num" data-v="{row.estimated_us!r}">{cells[5]}</td>'
+    assert html.count(cell) >= 2  # the tanh call's Target and Estimated cells (same value)

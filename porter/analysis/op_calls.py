@@ -11,7 +11,7 @@ step (each call's step medians summed over the steps, over the number of steps).
 estimated share placed on a module other than its root call's is that module's ``fused#0``.
 
 A fused op that holds several op calls (``ops.call_members``: every member instruction of an
-XLA fusion, the original nodes an ORT fused node replaced) is split among those calls by their
+XLA fusion, the FX nodes of an inductor kernel, the original nodes an ORT fused node replaced) is split among those calls by their
 estimated cost (fused_call_shares), each row's estimated part kept as ``estimated_us``.
 
 Evidence per row: ``identity-call`` (both sides ran the call, under half of the target's time
@@ -83,7 +83,8 @@ def side_calls(ops: pd.DataFrame, times: OpTimes) -> pd.DataFrame:
 
 def fused_call_shares(ops: pd.DataFrame, times: OpTimes) -> pd.DataFrame:
     """Each fused op that holds several op calls (``ops.call_members``: an XLA fusion's member
-    instructions, an ORT node that replaced a Conv, its BatchNorm and its ReLU) split among
+    instructions, an inductor kernel's FX nodes, an ORT node that replaced a Conv, its BatchNorm
+    and its ReLU) split among
     them by each call's estimated share of its cost: one row per (fused op, member call) with
     the fusion's charged time (its own and its module shares', porter.analysis.split_fused)
     times the share, shares normalised to sum to 1. Columns: op_id, module, op, k, us (over all

@@ -19,7 +19,10 @@ compiler, while it compiles, which FX nodes each kernel call computes:
   written in the root forward have path '' and so pull the call to the root ('').
 * Each post-grad node also names the op call of the model code it came from (node_calls:
   dynamo's source_fn_stack), and a kernel call takes its costliest node's (``ops.call``, the
-  per-call identity porter.targets.call_tags defines).
+  per-call identity porter.targets.call_tags defines). A kernel whose nodes come from two
+  calls or more (a GELU written as eight eager ops, a bias add fused with the activation after
+  it) also lists them (``ops.call_members``, each call's share of the nodes' estimated cost),
+  so porter.analysis.op_calls splits its time among those calls.
 * The profiled ops are then matched to the call sequence in order within each step;
   the ops a matched call launches inherit its module. A call whose nodes span modules
   also records them (``ops.members``) with each module's share of the nodes' estimated
@@ -29,13 +32,13 @@ compiler, while it compiles, which FX nodes each kernel call computes:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import pandas as pd
 import torch
 
-from porter.schema import encode_members
+from porter.schema import encode_call_members, encode_members
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
@@ -53,6 +56,10 @@ class WrapperCall:
     module: str  # '' when unknown or the root
     members: str = ""  # JSON [[module, op, share], ...] when its nodes span modules (schema ops.members)
     call: str = ""  # '<op>#<k>': the op call of its costliest node, when that node is in its module (ops.call)
+    call_members: str = ""  # JSON [[module, '<op>#<k>', share], ...] when its nodes come from several calls
+
+
+NO_SITE = WrapperCall("", "")  # a kernel call without a provenance handle
 
 
 @dataclass
@@ -64,6 +71,7 @@ class RegionRecord:
     node_modules: dict[str, str] = field(default_factory=dict)  # post-grad node -> module path
     node_costs: dict[str, tuple[str, float]] = field(default_factory=dict)  # post-grad node -> (op, estimated cost)
     node_calls: dict[str, str] = field(default_factory=dict)  # post-grad node -> '<op>#<k>' (node_calls)
+    views: set[str] = field(default_factory=set)  # post-grad nodes that only alias their input (view_nodes)
 
 
 def stack_path(qualified: str) -> str:
@@ -180,6 +188,16 @@ def node_costs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, float]]:
             for n in gm.graph.nodes if n.op == "call_function"}
 
 
+def view_nodes(gm: torch.fx.GraphModule) -> set[str]:
+    """Nodes that only alias their input (view, permute, expand, split, getitem): inside a fused
+    kernel they are indexing, no work of their own."""
+    import operator
+
+    unsafe = torch.ops.aten._unsafe_view.default
+    return {n.name for n in gm.graph.nodes if n.op == "call_function"
+            and (getattr(n.target, "is_view", False) or n.target in (unsafe, operator.getitem))}
+
+
 def members_json(nodes: list[str], record: RegionRecord) -> str:
     """A call's nodes by module with their share of its estimated cost; '' within one module."""
     return encode_members((record.node_modules.get(n, ""), *record.node_costs.get(n, ("", 0.0))) for n in nodes)
@@ -206,6 +224,10 @@ def handle_members(record: RegionRecord) -> dict[str, str]:
     return {h: members_json(nodes, record) for h, nodes in fresh_nodes(record).items()}
 
 
+def _costliest(nodes: list[str], record: RegionRecord) -> str:
+    return max(nodes, key=lambda n: record.node_costs.get(n, ("", 0.0))[1])
+
+
 def handle_calls(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> the op call of its costliest fresh node, when that node names one and
     lies in the handle's own module (else none: a fused SDPA a rewrite made names no call, and
@@ -213,17 +235,43 @@ def handle_calls(record: RegionRecord) -> dict[str, str]:
     modules = handle_modules(record)
     out = {}
     for h, nodes in fresh_nodes(record).items():
-        if not nodes:
-            continue
-        main = max(nodes, key=lambda n: record.node_costs.get(n, ("", 0.0))[1])
+        main = _costliest(nodes, record) if nodes else ""
         if main in record.node_calls and record.node_modules.get(main, "") == modules.get(h, ""):
             out[h] = record.node_calls[main]
     return out
 
 
-def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] | None = None,
-                  calls_by_handle: dict[str, str] | None = None) -> list[WrapperCall]:
-    """Kernel calls of the generated call(), in order, with the module of their handle."""
+def handle_call_members(record: RegionRecord) -> dict[str, str]:
+    """Call-site handle -> its fresh nodes' op calls, each in its own module with its share of
+    their estimated cost (porter.schema.encode_call_members; only handles of two calls or more).
+    A view costs nothing (a dense layer's output ``view`` inside the GELU kernel after it is
+    indexing there): its call is listed with share 0, so the GELU's call takes the kernel whole
+    even when that view pulled the kernel's module up to the block holding both. Only when the
+    costliest other node names a call: a kernel whose main work a rewrite made (a fused SDPA)
+    would otherwise hand all its time to the small tagged ops around it."""
+    out = {}
+    for h, nodes in fresh_nodes(record).items():
+        work = [n for n in nodes if n not in record.views]
+        if not work or _costliest(work, record) not in record.node_calls:
+            continue
+        encoded = encode_call_members((record.node_modules.get(n, ""), record.node_calls.get(n, ""),
+                                       0.0 if n in record.views else record.node_costs.get(n, ("", 0.0))[1])
+                                      for n in nodes)
+        if encoded:
+            out[h] = encoded
+    return out
+
+
+def handle_sites(record: RegionRecord) -> dict[str, WrapperCall]:
+    """Call-site handle -> what its kernel call carries (callee left blank: the wrapper names it)."""
+    modules, members = handle_modules(record), handle_members(record)
+    calls, call_members = handle_calls(record), handle_call_members(record)
+    return {h: WrapperCall("", modules[h], members.get(h, ""), calls.get(h, ""), call_members.get(h, ""))
+            for h in modules}
+
+
+def parse_wrapper(source: str, sites: dict[str, WrapperCall]) -> list[WrapperCall]:
+    """Kernel calls of the generated call(), in order, each with what its handle's site carries."""
     calls, pending = [], ""
     body = source.split("\ndef call(", 1)[-1]
     for line in body.splitlines():
@@ -242,15 +290,13 @@ def parse_wrapper(source: str, modules: dict[str, str], members: dict[str, str] 
             callee = f"aten::{c.group('aten')}"
         else:
             callee = c.group("cpp")
-        calls.append(WrapperCall(callee, modules.get(pending, ""), (members or {}).get(pending, ""),
-                                 (calls_by_handle or {}).get(pending, "")))
+        calls.append(replace(sites.get(pending, NO_SITE), callee=callee))
         pending = ""
     return calls
 
 
 def region_calls(records: list[RegionRecord]) -> list[WrapperCall]:
-    return [call for r in records
-            for call in parse_wrapper(r.source, handle_modules(r), handle_members(r), handle_calls(r))]
+    return [call for r in records for call in parse_wrapper(r.source, handle_sites(r))]
 
 
 def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
@@ -272,6 +318,7 @@ def recording_inner(records: list[RegionRecord]) -> Callable[..., Any]:
             node_modules=modules,
             node_costs=node_costs(gm),
             node_calls=node_calls(gm, modules),
+            views=view_nodes(gm),
         ))
         return out
 
@@ -287,6 +334,7 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     parent = dict(zip(ops["op_id"], ops["parent_id"]))
     module: dict[int, str] = {}
     members: dict[int, str] = {}
+    call_members: dict[int, str] = {}
     tagged: dict[int, str] = {}
     for _, group in ops[ops["step"] >= 0].sort_values("start_us").groupby("step", sort=False):
         i = 0
@@ -303,6 +351,8 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
                 members[row.op_id] = calls[j].members
             if calls[j].call:
                 tagged[row.op_id] = calls[j].call
+            if calls[j].call_members:
+                call_members[row.op_id] = calls[j].call_members
             i = j + 1
 
     def resolve(op_id: int) -> str:
@@ -315,6 +365,8 @@ def attribute(ops: pd.DataFrame, calls: list[WrapperCall]) -> pd.DataFrame:
     found = ops["op_id"].map(resolve)
     ops["module"] = ops["module"].where(ops["module"] != "", found)
     ops["members"] = ops["op_id"].map(members).fillna("") if members else ops.get("members", "")
+    if call_members:  # on the matched op only: what it launched is inside its time already
+        ops["call_members"] = ops["op_id"].map(call_members).fillna("")
     if tagged:  # the call of a matched op, inherited by what it launched (same walk as the module)
         def call_of(op_id: int) -> str:
             seen = op_id
