@@ -8,7 +8,7 @@ with the input it saw, interleaved, 30 repeats of the process's CPU time (a shar
 other work does not stretch it), less each call's floor (the cheapest call the stack can make with the same arguments:
 a module inside the compiled program does not pay the guards and dispatch of a call alone).
 The diagnosed gap of a module is the one diagnosis.json carries for a live pair: each side's
-profiled share scaled to its unprofiled step (porter.analysis.headline.scaled_to_step).
+profiled time per step less the profiler's slowdown (porter.analysis.headline.scaled_to_step).
 Agreement (agreement()): each side's top 3 by |gap| with the modules tied with its third
 within the 95% intervals; three modules in both sets with the same sign agree.
 Prints, per model x target: coverage, share split by estimate, host work left out of
@@ -215,8 +215,8 @@ def agreement(diagnosed: dict[str, float], diagnosed_ci: dict[str, float], alone
 
 def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
     """Leaf module -> half-width of the 95% interval of its diagnosed gap: the notch of the gaps of
-    the profiled steps (step k of one side against step k of the other), each side scaled to its
-    unprofiled step as the diagnosed gap is."""
+    the profiled steps (step k of one side against step k of the other), each side scaled as the
+    diagnosed gap is."""
     from porter.analysis.optime import op_times
 
     al = d.alignment
@@ -228,7 +228,9 @@ def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
         f = pd.DataFrame({"module": ops["module"].to_numpy(), "step": ops["step"].to_numpy(), "t": raw})
         f = f[(f["step"] >= 0) & f["module"].isin(keys)]
         steps = sorted(f["step"].unique())
-        scale = (sides[role]["unprofiled_step_s"] * 1e6 * len(steps) / times.total) if sides and times.total > 0 else 1.0
+        side = sides.get(role) or {}
+        scale = (side.get("step_scale") or 1.0) if side.get("profiled_steps") else (
+            side["unprofiled_step_s"] * 1e6 * len(steps) / times.total if side and times.total > 0 else 1.0)
         tab = f.pivot_table(index="module", columns="step", values="t", aggfunc="sum").reindex(columns=steps).fillna(0.0)
         per[role] = tab.to_numpy() * scale, list(tab.index)
     s, s_keys = per["source"]
@@ -242,8 +244,9 @@ def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
 
 def diagnosed_gaps(d: Any, leaves: Any) -> dict[str, float]:
     """Leaf module -> its gap in the unprofiled step (us, target - source), as diagnosis.json's
-    by_module carries it (each side's profiled share times its unprofiled step: porter.analysis.
-    headline.scaled_to_step), the profiled gap per step where there is no unprofiled step."""
+    by_module carries it (each side's profiled time per step less its profiler slowdown:
+    porter.analysis.headline.scaled_to_step), the profiled gap per step where there is no
+    unprofiled step."""
     rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
     if "source_step_us" in rows.columns:
         return (rows["target_step_us"] - rows["source_step_us"]).to_dict()
@@ -281,16 +284,15 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
     mods = dict((n.replace(".", "/"), m) for n, m in spec.module.named_modules())
     stack = target.split(":")[-1]
     rows = step_scaled(d, d.by_module[d.by_module["key"].isin(leaves)].set_index("key"))
-    # beside the profiled time per step, the diagnosis' step-scaled figure: each module's share of
-    # its side's profiled time times that side's unprofiled step from the interleaved timing (load
-    # drift between the captures cancels, but an eager model's Python time between ops is spread
-    # over its modules), as diagnosis.json's groups carry it (porter.analysis.headline)
+    # beside the profiled time per step, the diagnosis' step-scaled figure: each module's profiled
+    # time per step times its side's unprofiled / profiled step (on the headline's clock), as
+    # diagnosis.json's groups carry it (porter.analysis.headline)
     steps_rows = rows.assign(profiled_src=rows["source_us"] / steps, profiled_tgt=rows["target_us"] / steps)
     diag_gap = diagnosed_gaps(d, leaves)
     big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
     alone = alone_times(stack, mods, leaves) if stack in ("xla", "inductor") else {}
     result: dict[str, Any] = {"coverage": cov, "big": len(big), "diagnosed": diag_gap, "alone": alone}
-    print("top 3 gaps by leaf module, diagnosed (each side's profiled share of its unprofiled step; profiled "
+    print("top 3 gaps by leaf module, diagnosed (each side's profiled time per step less its profiler slowdown; profiled "
           f"per step in brackets) beside alone (every call of one forward, median of {REPEATS} interleaved, less "
           "the floor per call; +- the gap median's 95% notch):")
     for key in top3(diag_gap):

@@ -242,7 +242,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
     head = d.extras.get("headline") or {}
     step = lambda df: scaled_to_step(df, head, al.source_times.total, al.target_times.total)  # noqa: E731
-    g = step(g)  # live pairs: groups and every roll-up in the unprofiled step's time, alike
+    g = step(g)  # live pairs: groups and every roll-up per unprofiled step (profiler slowdown out), alike
     if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
         from porter.ops.in_diagnosis import op_key
 

@@ -67,14 +67,17 @@ def test_top3_gaps_agree_with_each_module_timed_alone(target, tmp_path):
 
 
 @pytest.mark.slow
-def test_xla_cpu_async_convolutions_are_charged_to_their_module(tmp_path):
+def test_xla_cpu_convolutions_hold_their_time(tmp_path):
     # resnet_wide's layer1 convolutions read 15-30 us of XLA events per step against ~10 ms eager
-    # (a 600x group) while 3-15 ms per step passed with no op traced after them: their async work
+    # (a 600x group) while 3-15 ms per step passed with no op traced after them: XLA:CPU ran them
+    # on its pool. With one pool thread (porter.capture.threads, as tests start XLA's client) they
+    # run inline; porter.analysis.async_gaps charges such idle time back where a pool runs
+    # (PORTER_THREADS=all; tests/test_async_gaps.py)
     capture(f"{LIBRARY}:resnet_wide", "cpu", tmp_path / "src", LIVE_OPTS)
     capture(f"{LIBRARY}:resnet_wide", "xla", tmp_path / "tgt", LIVE_OPTS)
     d = analyse(load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt"))
     stats = d.alignment.stats
-    assert stats["target_async_gap_us"] > 0 and stats["source_async_gap_us"] == 0
+    assert stats["target_async_gap_us"] >= 0 and stats["source_async_gap_us"] == 0
     assert not _heavy_beyond(d)
     rows = d.by_module.set_index("key")
     for conv in ("layer1/conv1", "layer1/conv2"):  # each holds milliseconds on both stacks

@@ -4,7 +4,7 @@ Live pairs: the ratio comes from unprofiled forwards timed alternately in one pr
 (porter.capture.interleaved), never from the profiled steps, whose profiler overhead
 differs by stack; each side's profiler overhead (profiled step wall time over the
 unprofiled one) is reported, and the profiled run only says *where* the time goes: its
-per-group shares are scaled to the unprofiled step. Recorded traces: per-step device time
+per-group times per step are scaled by the profiler's slowdown (scaled_to_step). Recorded traces: per-step device time
 of the profiled steps, with the step counts and spreads behind it.
 """
 
@@ -55,14 +55,18 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
         unprofiled_s = _median(paired[f"{role}_s"])
         wall_s = unprofiled_s if clock == "wall" else _median(other.get(f"{role}_s"))
         profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))  # wall time
+        profiled_cpu_s = _median((m.get("stack_info") or {}).get("profiled_step_cpu_s"))
+        on_clock_s = profiled_cpu_s if clock == "cpu" and profiled_cpu_s == profiled_cpu_s else profiled_s
         device_us = per_step.median
         sides[role] = {
             "unprofiled_step_s": unprofiled_s,
             "unprofiled_wall_s": wall_s,
             "profiled_step_s": profiled_s,
+            "profiled_step_clock_s": on_clock_s,
             "profiler_overhead": profiled_s / wall_s if wall_s > 0 else None,
             "profiled_device_us_per_step": device_us,
-            "step_scale": unprofiled_s * 1e6 / device_us if device_us > 0 else None,
+            "profiled_steps": per_step.n,
+            "step_scale": unprofiled_s / on_clock_s if on_clock_s > 0 else None,
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
     keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads",
@@ -111,15 +115,28 @@ def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: M
 
 def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any], source_total_us: float,
                    target_total_us: float) -> pd.DataFrame:
-    """Each group's share of its side's profiled time, times that side's unprofiled step (us).
+    """Each group's profiled time per step, times its side's step_scale (unprofiled step over
+    profiled step, on the headline's clock): the profiler's slowdown taken out alike from every
+    op of that side (us).
 
+    Not the group's share of the unprofiled step: that spread each side's time between ops (an
+    eager model's Python, 8-10% of a BERT step) over its ops in proportion, so the same GEMM
+    on both sides read 5-10% slower on the side with more Python (bert_wide dense layers read
+    inductor 700 us faster per step, alone it is 300 us slower). Time between ops stays out of
+    every group: the groups of a side add up to less than its step.
     Adds source_step_us / target_step_us on the live path; returns groups unchanged otherwise.
+    source_total_us / target_total_us: each side's profiled time, for blocks written before
+    the scale was per step (share of the unprofiled step).
     """
     sides = block.get("sides")
     if not sides:
         return groups
     out = groups.copy()
     for role, total in (("source", source_total_us), ("target", target_total_us)):
-        step_us = sides[role]["unprofiled_step_s"] * 1e6
-        out[f"{role}_step_us"] = out[f"{role}_us"] / total * step_us if total > 0 else np.nan
+        side = sides[role]
+        if side.get("profiled_steps"):
+            out[f"{role}_step_us"] = out[f"{role}_us"] / side["profiled_steps"] * (side.get("step_scale") or np.nan)
+        else:
+            step_us = side["unprofiled_step_s"] * 1e6
+            out[f"{role}_step_us"] = out[f"{role}_us"] / total * step_us if total > 0 else np.nan
     return out

@@ -346,11 +346,12 @@ class OrtStack(Stack):
         feed = dict(zip(prepared.handle["input_names"], prepared.inputs))
         for _ in range(PROFILE_WARMUP_RUNS):
             sess.run(None, feed)
-        step_s = []
+        step_s, cpu_s = [], []
         for _ in range(steps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             sess.run(None, feed)
             step_s.append(time.perf_counter() - t0)
+            cpu_s.append(time.process_time() - c0)
         written = Path(sess.end_profiling())
         dest = raw_dir / f"{prepared.model.name}.ort.json"
         written.replace(dest)
@@ -360,7 +361,7 @@ class OrtStack(Stack):
                                     prepared.handle["nodes"])
         nodes_path.write_text(json.dumps(nodes, indent=1, sort_keys=True) + "\n")
         write_warmup_runs(dest, PROFILE_WARMUP_RUNS)  # the reader leaves them out of the steps
-        prepared.info.update(profiled_step_s=step_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
+        prepared.info.update(profiled_step_s=step_s, profiled_step_cpu_s=cpu_s, profile_warmup_runs=PROFILE_WARMUP_RUNS)
         return dest
 
     def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:

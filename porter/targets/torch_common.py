@@ -107,15 +107,18 @@ class TorchStack(Stack):
         if prepared.device in ("cuda", "rocm"):
             acts.append(ProfilerActivity.CUDA)
         step_s: list[float] = []
+        cpu_s: list[float] = []
         sched = schedule(wait=0, warmup=1, active=steps, repeat=1)
         with profile(activities=acts, schedule=sched, record_shapes=shapes, with_flops=shapes, with_stack=False,
                      on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof, self.tagging(prepared):
             for i in range(steps + 1):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 self.run(prepared)
                 if i:
                     step_s.append(time.perf_counter() - t0)
+                    cpu_s.append(time.process_time() - c0)
                 prof.step()
+        prepared.info["profiled_step_cpu_s"] = cpu_s
         return step_s
 
     def module_activations_impl(self, prepared: Prepared, full_modules: tuple[str, ...]) -> Activations:
