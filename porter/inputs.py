@@ -114,18 +114,20 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     specs = [classify(source, "source"), classify(target, "target")]
     live = [s for s in specs if s.kind is InputKind.TARGET]
     with contextlib.ExitStack() as stack:
-        threads = None
-        if len(live) == 2:  # both captured here: oversubscribed, both run single-threaded (porter.capture.threads)
+        threads = heap = None
+        if len(live) == 2:  # both captured here: one intra-op thread per side (porter.capture.threads),
+            from porter.capture.allocator import keep_freed_memory  # and freed memory kept (allocator.py)
             from porter.capture.threads import applied, current
 
             threads = stack.enter_context(applied(current()))
+            heap = keep_freed_memory()
         yield from _resolve(specs, live, workdir, model, options, interleave, progress, threads,
-                            target_dtype, target_autocast)
+                            target_dtype, target_autocast, heap)
 
 
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
              interleave: Any, progress: Progress, threads: Any, target_dtype: str = "",
-             target_autocast: str = "") -> Iterator[ResolvedPair]:
+             target_autocast: str = "", heap: Any = None) -> Iterator[ResolvedPair]:
     if live and model is None and len(live) < 2:
         raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
                           hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
@@ -151,7 +153,7 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
             bundles = [open_side(s, model_spec, scratch.get(s.role),
                                  side_options(options, s.role, target_dtype, target_autocast), progress, runs)
                        for s in specs]
-        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, threads),
+        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, threads, heap),
                            live=len(live) == 2)
     finally:
         for path in scratch.values():
@@ -192,9 +194,11 @@ def side_options(options: Any, role: str, target_dtype: str, target_autocast: st
     return dataclasses.replace(options, dtype=target_dtype, autocast=target_autocast)
 
 
-def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None) -> Any:
+def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None,
+                   heap: Any = None) -> Any:
     """Interleaved unprofiled timing of the two captured forwards; None unless both ran here.
-    threads: the porter.capture.threads.ThreadPolicy both sides ran under (kept with the timing)."""
+    threads / heap: the porter.capture.threads.ThreadPolicy and porter.capture.allocator.HeapPolicy
+    both sides ran under (kept with the timing)."""
     if set(runs) != set(SIDES):
         return None
     from porter.capture.interleaved import InterleaveOptions, time_interleaved
@@ -207,6 +211,7 @@ def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, th
              f"{'process CPU time' if clock == 'cpu' else 'wall time'})")
     timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts, headline_clock=clock)
     timing.threads = threads.to_dict() if threads is not None else None
+    timing.heap = heap.to_dict() if heap is not None else None
     return timing
 
 

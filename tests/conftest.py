@@ -65,3 +65,17 @@ def run_porter(*args: str, cwd: Path | None = None, timeout: float = 600) -> sub
         env=env,
         timeout=timeout,
     )
+
+
+def run_probe(code: str, *args: str, drop_env: tuple[str, ...] = (), timeout: float = 300) -> dict:
+    """Run code in a fresh interpreter (what a process sets up once: XLA's client, glibc's
+    malloc) with the repo importable; its last stdout line, as JSON."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for key in drop_env:
+        env.pop(key, None)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,14 +8,11 @@ how many threads did the work of 60 dots, from each thread's CPU time in /proc.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_probe
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                                 reason="needs Linux and two CPUs or more (one CPU has one thread anyway)")
@@ -52,12 +49,7 @@ with applied(policy):
 
 
 def _probe(setting: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("XLA_FLAGS", None)
-    done = subprocess.run([sys.executable, "-c", PROBE, setting], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_probe(PROBE, setting, drop_env=("XLA_FLAGS",), timeout=300)
 
 
 def test_xla_runs_on_one_thread_under_the_policy_and_the_process_keeps_every_cpu():

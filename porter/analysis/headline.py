@@ -20,6 +20,8 @@ from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpair
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"
+HEAP_KEPT = ("freed memory kept by the process, as a caching allocator keeps it (glibc would page-fault "
+             "on it again; PORTER_MALLOC=os for its defaults)")
 CPU_CLOCK = ("process CPU time per forward (both on the CPU, one thread: time the scheduler gave other "
              "processes is not counted)")
 TRACE_BASIS = "device time per profiled step"
@@ -70,9 +72,10 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
     keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads",
-            "clock", "other_clock")
+            "heap", "clock", "other_clock")
     threads = paired.get("threads") or {}
     basis = LIVE_BASIS + (f"; {SINGLE_THREAD}: {threads.get('why')}" if threads.get("single") else "")
+    basis += f"; {HEAP_KEPT}" if (paired.get("heap") or {}).get("kept") else ""
     if clock == "cpu":
         wall = paired_ratio(*ab_ba_blocks(other.get("source_s") or [], other.get("target_s") or []))
         basis += (f"; {CPU_CLOCK}" + (f" (wall time gives x{wall.ratio:.3f} [{wall.low:.3f}, {wall.high:.3f}])"

@@ -67,6 +67,7 @@ class PairedTiming:
     load_average: float | None = None  # 1-minute load average when sampling ended (None where unknown)
     cpus: int = 0
     threads: dict[str, Any] | None = None  # porter.capture.threads.ThreadPolicy.to_dict() of a live pair
+    heap: dict[str, Any] | None = None  # porter.capture.allocator.HeapPolicy.to_dict() of a live pair
 
     def interval(self) -> RatioInterval:
         """Median over A B B A blocks of target/source, bootstrap 95% (porter.stats.paired_ratio)."""
@@ -88,7 +89,7 @@ class PairedTiming:
                 "source_median_s": med(self.source_s), "target_median_s": med(self.target_s),
                 "pairs": len(self.source_s), "stopped": self.stopped, "elapsed_s": self.elapsed_s,
                 "load_average": self.load_average, "cpus": self.cpus, "threads": self.threads,
-                "clock": self.clock, "other_clock": {"clock": self.other_clock, "source_s": self.other_s["source"],
+                "heap": self.heap, "clock": self.clock, "other_clock": {"clock": self.other_clock, "source_s": self.other_s["source"],
                                                      "target_s": self.other_s["target"], **self.other_interval().to_dict()},
                 **self.interval().to_dict()}
 
