@@ -11,13 +11,16 @@ both are the same three modules with the same signs (`strict`: what a noisy capt
 intervals tie everything still shows when it ranks right). Tied sets must stay within MAX_TIED modules,
 or that timing did not rank the modules and anything would agree (a capture at load 3-5 on
 this 2-core machine tied 32 of gpt2_wide3's 35 leaf modules in the diagnosis and "agreed"
-with dense layers on top). Model: gpt2_wide3 (three GELU chains, each a gap of milliseconds
+with dense layers on top). Models: gpt2_wide3 (three GELU chains, each a gap of milliseconds
 that eager's eight calls pay and a compiler's one fused kernel does not, while the dense
-layers run the same kind of GEMM on both stacks) on xla and inductor. A shared machine can
-stall a whole capture: two retries, both sides afresh; a third miss fails. The check can fail:
-resnet_wide -> cpu:inductor (oneDNN convolutions on both sides, true gaps within +-400 us
-alone) gave 1/3 in one run, and resnet_wide -> xla before porter.analysis.async_gaps had the
-sign of layer1's convolutions wrong (0/3 same sign).
+layers run the same kind of GEMM on both stacks) on xla and inductor; bert_wide (XLA's dense
+layers faster than eager's) and resnet_wide (XLA's convolutions slower) on xla. A shared
+machine can stall a whole capture: two retries, both sides afresh; a third miss fails. The
+check can fail: bert_wide and resnet_wide on inductor are not asserted (the same GEMMs and
+oneDNN convolutions on both sides: true gaps within +-0.5 ms, and in the model inductor's
+layout choice for a whole conv net makes its convolutions 30% faster, which a convolution
+compiled alone does not show: 2/3 there), and resnet_wide -> xla before
+porter.analysis.async_gaps had the sign of layer1's convolutions wrong (0/3 same sign).
 """
 
 from __future__ import annotations
@@ -54,16 +57,17 @@ def _agreement(model: str, target: str, out: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["xla", "cpu:inductor"])
-def test_top3_gaps_agree_with_each_module_timed_alone(target, tmp_path):
+@pytest.mark.parametrize("model,target", [("gpt2_wide3", "xla"), ("gpt2_wide3", "cpu:inductor"),
+                                          ("bert_wide", "xla"), ("resnet_wide", "xla")])
+def test_top3_gaps_agree_with_each_module_timed_alone(model, target, tmp_path):
     ag = None
     for attempt in range(3):
-        ag = _agreement("gpt2_wide3", target, tmp_path / f"try{attempt}")
+        ag = _agreement(model, target, tmp_path / f"try{attempt}")
         if ag.strict == 3:  # the plain top 3 of both timings are the same modules, same signs
             return
         if ag.agree == 3 and len(ag.diagnosed_top) <= MAX_TIED and len(ag.alone_top) <= MAX_TIED:
             return
-    pytest.fail(f"gpt2_wide3 -> {target}: {ag}")
+    pytest.fail(f"{model} -> {target}: {ag}")
 
 
 @pytest.mark.slow
