@@ -90,7 +90,8 @@ def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, l
     alike. CPU time, not wall: a descheduled process accrues none, so other work on a shared
     machine does not stretch it (an eager 512x2048 GEMM: wall quartiles 10.8/15.0/15.3 ms, CPU
     7.0/7.0/7.3 ms at load 4 on 2 cores), and each stack runs one op at a time on one thread here
-    (torch.set_num_threads(1); XLA:CPU's Eigen pool off), so its CPU time is its work's time."""
+    (torch.set_num_threads(1); XLA:CPU's Eigen and intra-op pools of one thread, porter.capture.threads),
+    so its CPU time is its work's time."""
     for c in calls.values():
         c()
         c()

@@ -228,6 +228,11 @@ def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monk
     assert h["basis"].startswith("unprofiled") and SINGLE_THREAD in h["basis"] and h["pairs"]["threads"]["single"]
     # both on the CPU, one thread each: the headline is on process CPU time, the wall ratio kept beside it
     assert h["pairs"]["clock"] == "cpu" and CPU_CLOCK in h["basis"] and "wall time gives x" in h["basis"]
+    # freed memory kept in the process (porter.capture.allocator), said in the basis, where glibc runs
+    from porter.analysis.headline import HEAP_KEPT
+    from porter.capture.allocator import _glibc
+
+    assert h["pairs"]["heap"]["kept"] == (_glibc() is not None) == (HEAP_KEPT in h["basis"])
     other = h["pairs"]["other_clock"]
     assert other["clock"] == "wall" and len(other["source_s"]) == len(h["pairs"]["source_s"])
     assert torch.get_num_threads() == threads  # restored once the pair is done

@@ -20,8 +20,7 @@ from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpair
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"
-HEAP_KEPT = ("freed memory kept by the process, as a caching allocator keeps it (glibc would page-fault "
-             "on it again; PORTER_MALLOC=os for its defaults)")
+HEAP_KEPT = "freed memory kept by the process (PORTER_MALLOC=os: glibc's defaults)"
 CPU_CLOCK = ("process CPU time per forward (both on the CPU, one thread: time the scheduler gave other "
              "processes is not counted)")
 TRACE_BASIS = "device time per profiled step"
