@@ -5,7 +5,8 @@ cpu eager vs xla, timed alternately): with PyTorch's two OpenMP threads the eage
 median went from ~2 ms to 167-712 ms (each op's threads wait at a barrier for a peer the
 scheduler has parked) while XLA:CPU's went to 8-22 ms, and three runs gave x0.014, x0.06 and
 x0.14. With one intra-op thread on each side (torch.set_num_threads(1) and XLA:CPU's Eigen
-pool off; since then XLA:CPU's own intra-op pool too, see XLA_SINGLE) the same three runs gave x0.84 [0.76-0.91], x0.83 [0.82-0.85], x0.79 [0.78-0.81].
+pool off; since then XLA:CPU's own intra-op pool too, see XLA_SINGLE) the same three runs
+gave x0.84 [0.76-0.91], x0.83 [0.82-0.85], x0.79 [0.78-0.81].
 Under oversubscription a multi-threaded timing measures the scheduler, not the stacks; so a
 live pair captured while the 1-minute load average exceeds the CPU count runs both stacks
 single-threaded (capture and timing alike, so the profile explains the headline), and the
