@@ -10,7 +10,8 @@ of that side. So a torch capture profiles twice: one step with shapes and FLOPs,
 timed steps without, and copy_shapes puts the first step's shape arguments on every timed
 step's ops, matched by position: the ops of one step, on the thread that runs the steps, in
 start order (an eager or compiled forward calls the same ops in the same order each step),
-names aligned as sequences. A step where an op finds no partner gets none, and the capture falls back to one pass with shapes (ShapeCopy.complete).
+names aligned as sequences. A step where an op finds no partner gets none, and the capture
+falls back to one pass with shapes (ShapeCopy.complete).
 """
 
 from __future__ import annotations
