@@ -224,14 +224,12 @@ def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
     sides = (d.extras.get("headline") or {}).get("sides") or {}
     out: dict[str, list[float]] = {}
     per: dict[str, Any] = {}
-    for role, ops, times in (("source", al.source_ops, al.source_times), ("target", al.target_ops, al.target_times)):
+    for role, ops in (("source", al.source_ops), ("target", al.target_ops)):
         raw = op_times(ops).values.reindex(ops["op_id"].to_numpy()).fillna(0.0).to_numpy()
         f = pd.DataFrame({"module": ops["module"].to_numpy(), "step": ops["step"].to_numpy(), "t": raw})
         f = f[(f["step"] >= 0) & f["module"].isin(keys)]
         steps = sorted(f["step"].unique())
-        side = sides.get(role) or {}
-        scale = (side.get("step_scale") or 1.0) if side.get("profiled_steps") else (
-            side["unprofiled_step_s"] * 1e6 * len(steps) / times.total if side and times.total > 0 else 1.0)
+        scale = (sides.get(role) or {}).get("step_scale") or 1.0
         tab = f.pivot_table(index="module", columns="step", values="t", aggfunc="sum").reindex(columns=steps).fillna(0.0)
         per[role] = tab.to_numpy() * scale, list(tab.index)
     s, s_keys = per["source"]
@@ -258,8 +256,7 @@ def step_scaled(d: Any, rows: Any) -> Any:
     """rows with source_step_us / target_step_us as diagnosis.json writes them (live pairs)."""
     from porter.analysis.headline import scaled_to_step
 
-    al = d.alignment
-    return scaled_to_step(rows, d.extras.get("headline") or {}, al.source_times.total, al.target_times.total)
+    return scaled_to_step(rows, d.extras.get("headline") or {})
 
 
 def check(model: str, target: str, out: Path) -> dict[str, Any]:

@@ -241,7 +241,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
     g["target_op_ids"] = ids["target_ids"].reindex(g["group_id"]).to_list()
     ev = g.groupby("evidence")[["source_us", "target_us"]].sum()
     head = d.extras.get("headline") or {}
-    step = lambda df: scaled_to_step(df, head, al.source_times.total, al.target_times.total)  # noqa: E731
+    step = lambda df: scaled_to_step(df, head)  # noqa: E731
     g = step(g)  # live pairs: groups and every roll-up per unprofiled step (profiler slowdown out), alike
     if d.extras.get("portability"):  # flag the op table: the target op's status from porter ops
         from porter.ops.in_diagnosis import op_key

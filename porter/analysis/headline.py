@@ -4,8 +4,8 @@ Live pairs: the ratio comes from unprofiled forwards timed alternately in one pr
 (porter.capture.interleaved), never from the profiled steps, whose profiler overhead
 differs by stack; each side's profiler overhead (profiled step wall time over the
 unprofiled one) is reported, and the profiled run only says *where* the time goes: its
-per-group times per step are scaled by the profiler's slowdown (scaled_to_step). Recorded traces: per-step device time
-of the profiled steps, with the step counts and spreads behind it.
+per-group times per step are scaled by the profiler's slowdown (scaled_to_step). Recorded
+traces: per-step device time of the profiled steps, with the step counts and spreads behind it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
         wall_s = unprofiled_s if clock == "wall" else _median(other.get(f"{role}_s"))
         profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))  # wall time
         profiled_cpu_s = _median((m.get("stack_info") or {}).get("profiled_step_cpu_s"))
-        on_clock_s = profiled_cpu_s if clock == "cpu" and profiled_cpu_s == profiled_cpu_s else profiled_s
+        # the profiled step on the headline's clock; wall for bundles captured before CPU time was kept
+        on_clock_s = profiled_cpu_s if clock == "cpu" and not np.isnan(profiled_cpu_s) else profiled_s
         device_us = per_step.median
         sides[role] = {
             "unprofiled_step_s": unprofiled_s,
@@ -115,8 +116,7 @@ def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: M
     return trace_headline(e2e, busy)
 
 
-def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any], source_total_us: float,
-                   target_total_us: float) -> pd.DataFrame:
+def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any]) -> pd.DataFrame:
     """Each group's profiled time per step, times its side's step_scale (unprofiled step over
     profiled step, on the headline's clock): the profiler's slowdown taken out alike from every
     op of that side (us).
@@ -127,18 +127,12 @@ def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any], source_total_
     inductor 700 us faster per step, alone it is 300 us slower). Time between ops stays out of
     every group: the groups of a side add up to less than its step.
     Adds source_step_us / target_step_us on the live path; returns groups unchanged otherwise.
-    source_total_us / target_total_us: each side's profiled time, for blocks written before
-    the scale was per step (share of the unprofiled step).
     """
     sides = block.get("sides")
     if not sides:
         return groups
     out = groups.copy()
-    for role, total in (("source", source_total_us), ("target", target_total_us)):
+    for role in ("source", "target"):
         side = sides[role]
-        if side.get("profiled_steps"):
-            out[f"{role}_step_us"] = out[f"{role}_us"] / side["profiled_steps"] * (side.get("step_scale") or np.nan)
-        else:
-            step_us = side["unprofiled_step_s"] * 1e6
-            out[f"{role}_step_us"] = out[f"{role}_us"] / total * step_us if total > 0 else np.nan
+        out[f"{role}_step_us"] = out[f"{role}_us"] / max(side["profiled_steps"], 1) * (side["step_scale"] or np.nan)
     return out

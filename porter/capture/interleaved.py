@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from porter.capture.timing import timed_call
 from porter.stats import RatioInterval, ab_ba_blocks, paired_ratio
 
 Step = Callable[[], Any]  # one synchronised forward
@@ -103,13 +104,6 @@ def _machine_load() -> tuple[float | None, int]:
     return load, os.cpu_count() or 0
 
 
-def _timed(step: Step) -> tuple[float, float]:
-    """(wall, process CPU) seconds of one call."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    step()
-    return time.perf_counter() - w0, time.process_time() - c0
-
-
 def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = InterleaveOptions(),
                      clock: Callable[[], float] = time.perf_counter, headline_clock: str = "wall") -> PairedTiming:
     """Warm both, then time pairs alternately until the interval is narrow or the budget ends.
@@ -127,9 +121,9 @@ def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = Inter
         n = len(out.source_s)
         first_source = n % 2 == 0
         if first_source:
-            s, t = _timed(source), _timed(target)
+            s, t = timed_call(source), timed_call(target)
         else:
-            t, s = _timed(target), _timed(source)
+            t, s = timed_call(target), timed_call(source)
         out.source_s.append(s[pick])
         out.target_s.append(t[pick])
         out.other_s["source"].append(s[1 - pick])

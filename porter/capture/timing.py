@@ -51,6 +51,14 @@ class Timing:
         }
 
 
+def timed_call(step: Callable[[], Any]) -> tuple[float, float]:
+    """(wall, process CPU) seconds of one call: a live pair's headline and its profiled steps
+    are read on either clock (porter.capture.interleaved, porter.analysis.headline)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    step()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
 def time_steps(step: Callable[[], Any], warmup: int, repeats: int) -> Timing:
     """Run step warmup times untimed, then time repeats calls (step must synchronise)."""
     for _ in range(warmup):

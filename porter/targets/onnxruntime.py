@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import torch
 
+from porter.capture.timing import timed_call
 from porter.errors import PorterError
 from porter.schema import encode_call_members, encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
@@ -348,10 +349,9 @@ class OrtStack(Stack):
             sess.run(None, feed)
         step_s, cpu_s = [], []
         for _ in range(steps):
-            t0, c0 = time.perf_counter(), time.process_time()
-            sess.run(None, feed)
-            step_s.append(time.perf_counter() - t0)
-            cpu_s.append(time.process_time() - c0)
+            wall, cpu = timed_call(lambda: sess.run(None, feed))
+            step_s.append(wall)
+            cpu_s.append(cpu)
         written = Path(sess.end_profiling())
         dest = raw_dir / f"{prepared.model.name}.ort.json"
         written.replace(dest)

@@ -101,7 +101,7 @@ class TorchStack(Stack):
     def _profiled_steps(self, prepared: Prepared, steps: int, path: Path, shapes: bool) -> list[float]:
         """One profiler warm-up step (dropped by the schedule), then `steps` recorded ones
         written to path; each recorded step's wall time."""
-        import time
+        from porter.capture.timing import timed_call
 
         acts = [ProfilerActivity.CPU]
         if prepared.device in ("cuda", "rocm"):
@@ -112,11 +112,10 @@ class TorchStack(Stack):
         with profile(activities=acts, schedule=sched, record_shapes=shapes, with_flops=shapes, with_stack=False,
                      on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof, self.tagging(prepared):
             for i in range(steps + 1):
-                t0, c0 = time.perf_counter(), time.process_time()
-                self.run(prepared)
+                wall, cpu = timed_call(lambda: self.run(prepared))
                 if i:
-                    step_s.append(time.perf_counter() - t0)
-                    cpu_s.append(time.process_time() - c0)
+                    step_s.append(wall)
+                    cpu_s.append(cpu)
                 prof.step()
         prepared.info["profiled_step_cpu_s"] = cpu_s
         return step_s

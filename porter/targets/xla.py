@@ -216,6 +216,8 @@ class XlaStack(Stack):
     def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
         import jax
 
+        from porter.capture.timing import timed_call
+
         step_s: list[float] = []
         cpu_s: list[float] = []
         logdir = Path(tempfile.mkdtemp(prefix="porter-xla-"))
@@ -223,10 +225,9 @@ class XlaStack(Stack):
             with jax.profiler.trace(str(logdir)):
                 for i in range(steps):
                     with jax.profiler.StepTraceAnnotation("porter_step", step_num=i):
-                        t0, c0 = time.perf_counter(), time.process_time()
-                        self.run(prepared)  # block_until_ready inside the step
-                        step_s.append(time.perf_counter() - t0)
-                        cpu_s.append(time.process_time() - c0)
+                        wall, cpu = timed_call(lambda: self.run(prepared))  # block_until_ready inside
+                        step_s.append(wall)
+                        cpu_s.append(cpu)
             found = sorted(logdir.rglob("*.xplane.pb"))
             if not found:
                 raise PorterError("jax.profiler.trace wrote no .xplane.pb", path=logdir)
