@@ -297,3 +297,25 @@ def test_time_between_ops_is_not_spread_over_the_modules(tmp_path):
     # the GEMM: the same size on both stacks, within 2x of each other (MKL against XLA:CPU's dot)
     assert 0.5 < src / tgt < 2.0, (src, tgt)
     assert src < 0.5 * sides["source"]["unprofiled_step_s"] * 1e6
+
+
+def test_the_profilers_slowdown_is_taken_out_only_where_it_is_measured():
+    """step_scale: a profiled step within the noise of the unprofiled ones leaves the groups as
+    profiled (a 2% spread, drawn 40 and 9 times, put the ratio of medians 1-3% off 1 either way),
+    a profiler that costs 25% is taken out, and profiled steps faster than the unprofiled ones
+    (which alternate with the other stack's, caches cold) are not scaled up."""
+    from porter.analysis.headline import step_scale
+
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        unprofiled = 0.05 * (1 + 0.02 * rng.standard_normal(40))
+        same = 0.05 * (1 + 0.02 * rng.standard_normal(9))
+        assert step_scale(unpaired_ratio(unprofiled, same)) == 1.0, seed
+        slower = 1.25 * 0.05 * (1 + 0.02 * rng.standard_normal(9))
+        slowdown = unpaired_ratio(unprofiled, slower)
+        assert step_scale(slowdown) == pytest.approx(1 / 1.25, rel=0.03), seed
+        assert step_scale(slowdown) == 1 / slowdown.ratio
+        faster = 0.85 * 0.05 * (1 + 0.02 * rng.standard_normal(9))  # the unprofiled forwards' cold caches
+        assert step_scale(unpaired_ratio(unprofiled, faster)) == 1.0, seed
+    # too few profiled steps for an interval: the slowdown as measured
+    assert step_scale(unpaired_ratio([0.05, 0.05], [0.07, 0.07])) == pytest.approx(0.05 / 0.07)

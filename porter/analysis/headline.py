@@ -20,7 +20,7 @@ from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpair
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"
-HEAP_KEPT = "freed memory kept by the process (PORTER_MALLOC=os: glibc's defaults)"
+HEAP_KEPT = "freed memory kept by the process, its heap touched up front (PORTER_MALLOC=os: glibc's defaults)"
 CPU_CLOCK = ("process CPU time per forward (both on the CPU, one thread: time the scheduler gave other "
              "processes is not counted)")
 TRACE_BASIS = "device time per profiled step"
@@ -53,12 +53,16 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
     other = paired.get("other_clock") or {}
     sides = {}
     for role, m, per_step in (("source", source_manifest, e2e.source), ("target", target_manifest, e2e.target)):
-        unprofiled_s = _median(paired[f"{role}_s"])
+        unprofiled = [float(x) for x in paired[f"{role}_s"] or ()]
+        unprofiled_s = _median(unprofiled)
         wall_s = unprofiled_s if clock == "wall" else _median(other.get(f"{role}_s"))
-        profiled_s = _median((m.get("profiled_timing") or {}).get("samples_s"))  # wall time
-        profiled_cpu_s = _median((m.get("stack_info") or {}).get("profiled_step_cpu_s"))
-        # the profiled step on the headline's clock; wall for bundles captured before CPU time was kept
-        on_clock_s = profiled_cpu_s if clock == "cpu" and not np.isnan(profiled_cpu_s) else profiled_s
+        profiled_wall = (m.get("profiled_timing") or {}).get("samples_s") or []
+        profiled_cpu = (m.get("stack_info") or {}).get("profiled_step_cpu_s") or []
+        profiled_s = _median(profiled_wall)  # wall time
+        # the profiled steps on the headline's clock; wall for bundles captured before CPU time was kept
+        on_clock = profiled_cpu if clock == "cpu" and profiled_cpu else profiled_wall
+        on_clock_s = _median(on_clock)
+        slowdown = unpaired_ratio(unprofiled, on_clock)
         device_us = per_step.median
         sides[role] = {
             "unprofiled_step_s": unprofiled_s,
@@ -68,7 +72,8 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
             "profiler_overhead": profiled_s / wall_s if wall_s > 0 else None,
             "profiled_device_us_per_step": device_us,
             "profiled_steps": per_step.n,
-            "step_scale": unprofiled_s / on_clock_s if on_clock_s > 0 else None,
+            "profiler_slowdown": slowdown.to_dict(),
+            "step_scale": step_scale(slowdown),
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
     keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads",
@@ -116,10 +121,31 @@ def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: M
     return trace_headline(e2e, busy)
 
 
+def step_scale(slowdown: RatioInterval) -> float:
+    """The factor that takes the profiler's slowdown (profiled step over unprofiled, on the
+    headline's clock) out of a side's groups: 1 / slowdown where the profiled steps are slower
+    beyond the 95% interval, else 1.
+
+    Within the interval the ratio of two medians is noise, and a noise factor moves every group
+    of one side alike: on a busy CI run XLA's profiled step read 17% slower than its unprofiled
+    one (XLA:CPU traces its thunks in well under a microsecond each), which made milliseconds of
+    gap out of BERT's dense layers that a timing of each module alone did not show. Profiled
+    steps faster than the unprofiled ones are not a profiler's doing: the unprofiled forwards
+    alternate with the other stack's, which leaves the caches cold for each (bert_wide eager:
+    profiled 15% faster; scaled up, its output dense layer read 770 us slower than XLA's where
+    its profiled time and a timing alone both gave +110 us). Under 3 profiled steps there is no
+    interval: the slowdown as measured."""
+    r = slowdown.ratio
+    if not (np.isfinite(r) and r > 1.0):
+        return 1.0
+    if np.isfinite(slowdown.low) and slowdown.low <= 1.0:
+        return 1.0
+    return 1.0 / r
+
+
 def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any]) -> pd.DataFrame:
-    """Each group's profiled time per step, times its side's step_scale (unprofiled step over
-    profiled step, on the headline's clock): the profiler's slowdown taken out alike from every
-    op of that side (us).
+    """Each group's profiled time per step, times its side's step_scale (step_scale(): the
+    profiler's measured slowdown taken out alike from every op of that side) (us).
 
     Not the group's share of the unprofiled step: that spread each side's time between ops (an
     eager model's Python, 8-10% of a BERT step) over its ops in proportion, so the same GEMM
