@@ -328,7 +328,8 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide,gpt2_wide3")
+    ap.add_argument("--models", default="bert_small,gpt2_small,small_resnet,bert_wide,gpt2_wide,resnet_wide,gpt2_wide3,"
+                                        "bert_wide3,bert_wide3_newgelu")
     ap.add_argument("--targets", default="xla,cpu:inductor,cpu:ort")
     ap.add_argument("--threads", type=int, default=1,
                     help="intra-op threads (1: on a shared machine OpenMP kernels otherwise wait for descheduled threads)")
