@@ -98,6 +98,7 @@ _MESSAGES: dict[str, tuple[tuple[str, int, int, bool, str], ...]] = {
         ("opcode", 2, _BYTES, False, ""),
         ("shape", 3, _MSG, False, "ShapeProto"),
         ("metadata", 7, _MSG, False, "OpMetadata"),
+        ("parameter_number", 9, _I64, False, ""),
         ("custom_call_target", 28, _BYTES, False, ""),
         ("dot_dimension_numbers", 30, _MSG, False, "DotDimensionNumbers"),
         ("id", 35, _I64, False, ""),
