@@ -108,13 +108,15 @@ KERNEL_KINDS = ("kernel", "memcpy", "memset")
 def encode_members(members: "Iterable[tuple[str, str, float]]") -> str:
     """(module, op, estimated cost) of a fused op's members -> the ops.members JSON: one entry
     per module, [module, its costliest op, its share of the cost], largest first; '' when they
-    all lie in one module (nothing to split) or carry no cost."""
+    all lie in one module (nothing to split) or carry no cost. A module whose members cost
+    nothing (a view read in place) is left out."""
     cost: dict[str, float] = {}
     top: dict[str, tuple[float, str]] = {}
     for module, op, c in members:
         cost[module] = cost.get(module, 0.0) + c
         if c > top.get(module, (-1.0, ""))[0]:
             top[module] = (c, op)
+    cost = {m: c for m, c in cost.items() if c > 0}
     total = sum(cost.values())
     if len(cost) < 2 or total <= 0:
         return ""

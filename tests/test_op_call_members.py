@@ -245,11 +245,15 @@ def test_an_inductor_kernel_lists_the_op_calls_of_its_nodes_by_estimated_cost():
     assert [m[2] for m in got] == pytest.approx([1 / 3] * 3 + [0.0], rel=1e-6, abs=1e-12)
     assert calls["aten::addmm"].call == "linear#0" and calls["aten::addmm"].call_members == ""  # one call
     # BERT's intermediate: a dense layer, then its sibling's GELU. The kernel computes the GELU and
-    # the dense layer's output view, so its module is their parent's and it names no call of its
-    # own (ops.call); its call members still give the GELU's call all of it
+    # reads the dense layer's output through a view, which does no work: the kernel is the GELU's
+    # module and call (it was their parent's, with no call, while views counted), and its call
+    # members give the GELU's call all of it
     dense = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()).eval()
     (fused,) = [c for c in region_calls(compiled_records(dense, torch.randn(2, 4, 16))) if c.callee.startswith("cpp_fused")]
-    assert (fused.module, fused.call) == ("", "")
+    assert (fused.module, fused.call) == ("1", "gelu#0")
+    # ops.members, the module split: nothing to split, the view's module does no work in the
+    # kernel (costed by its output size, c_fc took 11% of GPT-2's GELU kernel)
+    assert fused.members == ""
     assert json.loads(fused.call_members) == [["1", "gelu#0", 1.0], ["0", "linear#0", 0.0]]
 
 
