@@ -242,7 +242,8 @@ class HloModuleIndex:
         """The innermost module scope that every reader of instr is in (their op_names' common
         leading components up to the last module tag), as an op_name ending in instr's own
         opcode; '' when no reader names a module. Readers without a scope of their own are
-        followed to theirs (a get-tuple-element, a bitcast), READER_DEPTH deep."""
+        followed to theirs (a get-tuple-element, a bitcast), READER_DEPTH deep, the first
+        READER_FANOUT readers of each."""
         paths = [split_path(name)[:-1] for name in self._reader_names(instr, _depth)]
         paths = [p for p in paths if p]
         if not paths:
@@ -263,7 +264,7 @@ class HloModuleIndex:
         that read that operand (a fusion's own name is its root's: one fusion may hold several
         modules' convolutions, named after the pooling at its end)."""
         names = []
-        for u in self.users.get((instr.computation, instr.id), ()):
+        for u in self.users.get((instr.computation, instr.id), [])[:READER_FANOUT]:
             inner = []
             if u.opcode == "fusion" and len(u.called) == 1:
                 slots = [i for i, o in enumerate(u.operands) if o == instr.id]
@@ -274,6 +275,7 @@ class HloModuleIndex:
 
 
 READER_DEPTH = 4  # how far readers_scope follows readers that have no scope themselves
+READER_FANOUT = 64  # readers looked at per instruction: a bound on the walk, whatever the program
 
 
 def _is_path(op_name: str) -> bool:
