@@ -2,8 +2,8 @@
 
 For each model x target: `porter diagnose MODEL --from cpu --to TARGET` (library models built
 from configs with random weights, tests/models/library_models.py; `*_wide` are sizes where
-compute outweighs a call's dispatch), 9 profiled steps. Then every leaf module is run alone on
-both stacks (eager; torchax + jax.jit; torch.compile/inductor), each call it made in one forward
+compute outweighs a call's dispatch), 25 profiled steps. Then every leaf module is run alone on
+both stacks (eager; torchax + jax.jit; torch.compile/inductor, a conv net's from channels-last inputs), each call it made in one forward
 with the input it saw, interleaved, 30 repeats of the process's CPU time (a shared machine's
 other work does not stretch it), less each call's floor (the cheapest call the stack can make with the same arguments:
 a module inside the compiled program does not pay the guards and dispatch of a call alone).
