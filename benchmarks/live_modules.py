@@ -57,8 +57,9 @@ def leaf_inputs(module: torch.nn.Module, inputs: tuple[Any, ...]) -> dict[str, l
     return seen
 
 
-def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[[], Any]:
-    """One call of mod(*args) on the stack, finished before it returns."""
+def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...], channels_last_inputs: bool = False) -> Callable[[], Any]:
+    """One call of mod(*args) on the stack, finished before it returns; on inductor, from
+    channels-last inputs when asked (channels_last())."""
     if stack == "xla":
         import jax
 
@@ -71,9 +72,9 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple[Any, ...]) -> Callable[
         jargs = tuple(env.t2j_copy(a) if isinstance(a, torch.Tensor) else a for a in args)
         jitted = jax.jit(fn)
         return lambda: jax.block_until_ready(jitted(weights, jargs))
-    if stack in ("inductor", "inductor-cl"):
+    if stack == "inductor":
         compiled = torch.compile(mod, backend="inductor")  # static shapes, recompile limit: alone_times
-        if stack == "inductor-cl":
+        if channels_last_inputs:
             args = channels_last(args)
 
         def call() -> Any:
@@ -164,8 +165,8 @@ def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, 
 
     fns: dict[str, Callable[[], Any]] = {}
     counts: dict[str, int] = {}
-    if stack == "inductor" and any(isinstance(m, torch.nn.Conv2d) for m in mods.values()):
-        stack = "inductor-cl"  # the model's layout inside the compiled graph (channels_last)
+    # the model's layout inside inductor's compiled graph
+    cl = stack == "inductor" and any(isinstance(m, torch.nn.Conv2d) for m in mods.values())
     # every leaf's compiled forward stays alive at once: nn.Linear.forward shared by every dense
     # layer would otherwise hit dynamo's recompile limit and run eager, or be recompiled with
     # dynamic shapes (another program than the model's)
@@ -173,7 +174,7 @@ def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, 
         for path, calls in leaves.items():
             try:
                 mine = {f"{path}|{kind}{side}{i}": runner("eager" if side == "src" else stack,
-                                                          mods[path] if kind == "" else _Floor(), args)
+                                                          mods[path] if kind == "" else _Floor(), args, cl)
                         for i, args in enumerate(calls) for side in ("src", "tgt") for kind in ("", "floor")}
                 for c in mine.values():
                     c()

@@ -38,6 +38,7 @@ TRIM_THRESHOLD = 1 << 30
 TOP_PAD = 64 << 20
 HEAP_WARM_MB = 256
 WARM_BLOCK = 8 << 20  # under the mmap threshold: from the heap, not a mapping of its own
+_warmed_mb = 0  # MiB this process has touched up front
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,10 @@ def keep_freed_memory(setting: str | None = None) -> HeapPolicy:
                                                   (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)))
     if not ok:
         return HeapPolicy(False, "glibc refused mallopt: the allocator left as it is")
-    warmed = _warm_heap(libc, _warm_mb())
+    global _warmed_mb
+    if not _warmed_mb:  # once per process: the touched top stays resident (nothing is trimmed)
+        _warmed_mb = _warm_heap(libc, _warm_mb())
+    warmed = _warmed_mb
     return HeapPolicy(True, f"glibc keeps freed memory in the process (mmap threshold 32 MiB, no trim below "
                             f"1 GiB, {warmed} MiB of heap touched up front; PORTER_MALLOC=os for its defaults)", warmed)
 

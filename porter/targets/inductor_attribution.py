@@ -202,8 +202,11 @@ def members_json(nodes: list[str], record: RegionRecord) -> str:
     """A call's nodes by module with their share of its estimated cost; '' within one module.
     A view costs nothing, as in handle_call_members: costed by its output's size, the dense
     layer's output view inside GPT-2's GELU kernel gave c_fc 11% of that kernel."""
-    return encode_members((record.node_modules.get(n, ""), record.node_costs.get(n, ("", 0.0))[0],
-                           0.0 if n in record.views else record.node_costs.get(n, ("", 0.0))[1]) for n in nodes)
+    def member(n: str) -> tuple[str, str, float]:
+        op, cost = record.node_costs.get(n, ("", 0.0))
+        return record.node_modules.get(n, ""), op, 0.0 if n in record.views else cost
+
+    return encode_members(member(n) for n in nodes)
 
 
 def fresh_nodes(record: RegionRecord) -> dict[str, list[str]]:

@@ -91,13 +91,18 @@ def small_resnet():
 WIDE_SEQ = 128
 
 
-def bert_wide():
+def _bert_wide(layers: int, act: str = "gelu"):
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=1000, hidden_size=512, num_hidden_layers=2, num_attention_heads=8,
-                     intermediate_size=2048, max_position_embeddings=WIDE_SEQ, attn_implementation="eager")
+    cfg = BertConfig(vocab_size=1000, hidden_size=512, num_hidden_layers=layers, num_attention_heads=8,
+                     intermediate_size=2048, max_position_embeddings=WIDE_SEQ, attn_implementation="eager",
+                     hidden_act=act)
     return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
+
+
+def bert_wide():
+    return _bert_wide(2)
 
 
 def gpt2_wide():
@@ -132,12 +137,7 @@ def bert_wide3():
     and the GELUs, +-0.3 ms, within this machine's noise of each other). With two layers the
     third place of a top 3 is a four-way tie that a noisy run orders by chance
     (tests/test_live_agreement.py)."""
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=1000, hidden_size=512, num_hidden_layers=3, num_attention_heads=8,
-                     intermediate_size=2048, max_position_embeddings=WIDE_SEQ, attn_implementation="eager")
-    return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
+    return _bert_wide(3)
 
 
 def bert_wide3_newgelu():
@@ -146,10 +146,4 @@ def bert_wide3_newgelu():
     both stacks, eager and inductor run the same oneDNN GEMMs and every leaf's gap is within
     this machine's noise (a timing of each module alone tied 25 of them), so no top 3 exists to
     agree on. Here the three activations are gaps inductor's one fused kernel really makes."""
-    from transformers import BertConfig, BertModel
-
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=1000, hidden_size=512, num_hidden_layers=3, num_attention_heads=8,
-                     intermediate_size=2048, max_position_embeddings=WIDE_SEQ, attn_implementation="eager",
-                     hidden_act="gelu_new")
-    return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size, WIDE_SEQ),)
+    return _bert_wide(3, "gelu_new")
