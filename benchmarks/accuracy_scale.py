@@ -21,7 +21,7 @@ from pathlib import Path
 CHILD = """
 import json, resource, sys
 from porter.capture.options import CaptureOptions
-from porter.diagnose import diagnose_specs
+from porter.pipeline.diagnose import diagnose_specs
 model, target, out, acc, dtype = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 diagnose_specs("cpu", target, out, model=model, report=False, target_dtype=dtype,
                capture_options=CaptureOptions(steps=1, warmup=1, repeats=3, activations=acc))

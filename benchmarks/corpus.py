@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from porter.bundle import load_bundle
-from porter.ingest import ingest
+from porter.bundles.bundle import load_bundle
+from porter.bundles.ingest import ingest
 
 PATTERNS = ("kineto/*.json.gz", "xplane/*.xplane.pb", "rocprof/*.json.gz")
 

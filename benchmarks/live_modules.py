@@ -101,7 +101,7 @@ def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, l
     alike. CPU time, not wall: a descheduled process accrues none, so other work on a shared
     machine does not stretch it (an eager 512x2048 GEMM: wall quartiles 10.8/15.0/15.3 ms, CPU
     7.0/7.0/7.3 ms at load 4 on 2 cores), and each stack runs one op at a time on one thread here
-    (torch.set_num_threads(1); XLA:CPU's Eigen and intra-op pools of one thread, porter.capture.threads),
+    (torch.set_num_threads(1); XLA:CPU's Eigen and intra-op pools of one thread, porter.runtime.threads),
     so its CPU time is its work's time."""
     for c in calls.values():
         c()
@@ -280,7 +280,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
     """One model x target: the diagnosis, then its leaf modules timed alone. Returns the figures."""
     from porter.capture.models import load_model
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     ref = f"{LIBRARY}:{model}"
     d, _ = diagnose_specs("cpu", target, out, model=ref, report=False,

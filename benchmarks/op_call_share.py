@@ -27,10 +27,10 @@ TARGETS = ("xla", "cpu:inductor", "cpu:ort")
 
 def shares(model: str, target: str, work: Path, sources: dict, call_members: bool = True) -> dict[str, float]:
     """Capture (the source once per model), analyse, and read the op-call shares."""
-    from porter.bundle import load_bundle
+    from porter.bundles.bundle import load_bundle
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
-    from porter.diagnose import analyse
+    from porter.pipeline.diagnose import analyse
 
     opts = CaptureOptions(steps=5, warmup=1, repeats=2, activations=False)
     if model not in sources and not (work / f"{model}-cpu" / "manifest.json").is_file():

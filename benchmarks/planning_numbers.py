@@ -50,9 +50,9 @@ def row(title: str, j: dict) -> list[str]:
 
 
 def main(demo_dirs: list[str]) -> None:
-    from porter.diagnose import diagnose
+    from porter.pipeline.diagnose import diagnose
 
-    from porter.ingest import open_any
+    from porter.bundles.ingest import open_any
 
     corpus = Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces")) / "kineto"
     out = ["## Per corpus pair", ""]

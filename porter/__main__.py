@@ -1,3 +1,3 @@
-from porter.cli import run
+from porter.cli.app import run
 
 run()

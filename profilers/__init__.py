@@ -1,7 +1,7 @@
 """Profiler readers: one module per vendor trace format, each turning a file into the
-common schema (porter.schema). A new format is one new module plus one line in READERS.
+common schema (porter.core.schema). A new format is one new module plus one line in READERS.
 
-Readers import porter.schema, porter.opclass and porter.errors only; never the analysis.
+Readers import porter.core.schema, porter.core.opclass and porter.core.errors only; never the analysis.
 """
 
 from __future__ import annotations

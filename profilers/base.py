@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Union
 
-from porter import columns
-from porter.errors import TraceFormatError
-from porter.schema import coerce_kernels, coerce_ops, validate
+from porter.core import columns
+from porter.core.errors import TraceFormatError
+from porter.core.schema import coerce_kernels, coerce_ops, validate
 from profilers import progress
 from profilers.limits import InflateLimit, check_file_size, check_regular, decompressed_cap, too_large
 
@@ -35,7 +35,7 @@ AnyTable = Union["pd.DataFrame", columns.Table]
 
 class ReadResult:
     """A reader's two tables and the run's facts. A reader gives each table as numpy columns
-    (porter.columns.Table) or as a DataFrame: `ops_table`/`kernels_table` are the columns
+    (porter.core.columns.Table) or as a DataFrame: `ops_table`/`kernels_table` are the columns
     (no pandas), `ops`/`kernels` DataFrames, made on first use (pandas loads then)."""
 
     def __init__(self, ops: AnyTable, kernels: AnyTable, meta: TraceMeta):

@@ -6,7 +6,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers import READER_MODULES
 from profilers.base import ReadResult, read_head
 from profilers.limits import check_regular

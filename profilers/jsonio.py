@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers.base import read_bytes
 
 

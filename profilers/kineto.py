@@ -40,7 +40,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
 from profilers.kineto_events import ANNOTATION_CATS, Columns, Document, Split, decode, is_category, split, take
@@ -160,7 +160,7 @@ def read(path: Path) -> ReadResult:
         "stream": first_stream(rows.op, rows.stream, n_all),
         "synthetic": np.arange(n_all) >= len(ops),
         **op_table_columns(ops, n_syn),
-        # One shared str per row, as object columns (porter.columns.to_frame keeps them so).
+        # One shared str per row, as object columns (porter.core.columns.to_frame keeps them so).
         "device_type": np.full(n_all, meta.device_type, dtype=object),
         "device_name": np.full(n_all, meta.device_name, dtype=object),
     }

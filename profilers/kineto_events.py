@@ -27,7 +27,7 @@ from typing import Any, Iterator, Optional, Union
 import msgspec
 import numpy as np
 
-from porter.factorize import factorize
+from porter.core.factorize import factorize
 
 IntOrStr = Union[int, str, None]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from porter.factorize import factorize
+from porter.core.factorize import factorize
 from profilers.intervals import Nesting
 from profilers.kineto_events import Columns
 from profilers.kineto_scopes import Clock, Scopes

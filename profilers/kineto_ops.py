@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from porter.opclass import classify
+from porter.core.opclass import classify
 
-from porter.factorize import factorize
+from porter.core.factorize import factorize
 from profilers.kineto_events import Columns
 
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from porter.errors import TraceFormatError
-from porter.factorize import factorize
+from porter.core.errors import TraceFormatError
+from porter.core.factorize import factorize
 from profilers.intervals import Nesting, Timeline
 from profilers.kineto_events import NN_MODULE, Columns, take
+from porter.core.tags import MODULE_TAG
 
 STEP_RE = re.compile(r"ProfilerStep#(\d{1,18})$")  # longer numbers overflow int64: not a step
-PORTER_SCOPE = "porter.module:"
 
 
 @dataclass
@@ -73,7 +73,7 @@ def _marker_kind(name: str) -> tuple[int, int]:
     if name.startswith("ProfilerStep#"):
         m = STEP_RE.match(name)
         return (1, int(m.group(1))) if m else (3, -1)  # a step marker whose number is damaged
-    elif name.startswith(PORTER_SCOPE):
+    elif name.startswith(MODULE_TAG):
         return 2, -1
     return 0, -1
 
@@ -106,7 +106,7 @@ class Scopes:
     def __init__(self, clock: Clock, porter: Columns, modules: Columns):
         pkey = clock.key(porter)
         self._porter = Nesting(pkey, pkey + porter.dur)
-        self._porter_paths = np.array([n[len(PORTER_SCOPE):] for n in porter.name] + [""], dtype=object)
+        self._porter_paths = np.array([n[len(MODULE_TAG):] for n in porter.name] + [""], dtype=object)
         mkey = clock.key(modules)
         self._modules = Nesting(mkey, mkey + modules.dur)
         self._module_paths = np.array(self._chains(modules.name, self._modules) + [""], dtype=object)

@@ -16,7 +16,7 @@ import resource
 import stat
 from pathlib import Path
 
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 
 MAX_INFLATE = 100
 FLOOR_BYTES = 64 << 20

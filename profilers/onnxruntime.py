@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from porter.errors import TraceFormatError
-from porter.opclass import canonical_op, classify
+from porter.core.errors import TraceFormatError
+from porter.core.opclass import canonical_op, classify
 from profilers.base import ReadResult, TraceMeta
 
 if TYPE_CHECKING:  # loaded by read(): sniffing a file (every command that opens one) needs no pandas

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from porter.opclass import classify
+from porter.core.opclass import classify
 from profilers.hlo_cost import HloCosts
-from porter.schema import MODULE_SEP, NO_MODULE, encode_call_members, encode_members
-from profilers.porter_tags import CALL_TAG, MODULE_TAG, call_from_tags, module_from_tags
+from porter.core.schema import MODULE_SEP, NO_MODULE, encode_call_members, encode_members
+from porter.core.tags import CALL_TAG, MODULE_TAG, call_from_tags, module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
 # * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
@@ -195,7 +195,7 @@ class HloModuleIndex:
         return found
 
     def members(self, instr: _Instr) -> str:
-        """A fusion's instructions by module (porter.schema.encode_members: '' unless they span
+        """A fusion's instructions by module (porter.core.schema.encode_members: '' unless they span
         two modules or more), each costed by member_cost."""
         by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
         parent_scope = scope_and_op(self.op_name_of(instr))
@@ -208,7 +208,7 @@ class HloModuleIndex:
 
     def call_members(self, instr: _Instr) -> str:
         """A fusion's instructions by the op call porter tagged each with (porter.targets.call_tags;
-        porter.schema.encode_call_members: '' unless two calls or more), each costed by
+        porter.core.schema.encode_call_members: '' unless two calls or more), each costed by
         member_cost; a member without op_name takes the fusion's. Every member, not only the
         root, so a GELU's elementwise chain fused with its dense layer's bias add shows both calls."""
         by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from porter.errors import TraceFormatError
-from porter.schema import NO_ID
+from porter.core.errors import TraceFormatError
+from porter.core.schema import NO_ID
 from profilers.xla_hlo import HloIndex, index_module
 from profilers.xspace_proto import DecodeError, parse_hlo_proto
 

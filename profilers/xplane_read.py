@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from porter.errors import TraceFormatError
-from porter.opclass import classify
-from porter.schema import NO_ID, NO_MODULE
+from porter.core.errors import TraceFormatError
+from porter.core.opclass import classify
+from porter.core.schema import NO_ID, NO_MODULE
 from profilers.base import ReadResult, TraceMeta, read_bytes
 from profilers.xla_hlo import HloIndex
 from profilers.xplane_events import (

@@ -16,7 +16,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from porter.schema import NO_ID
+from porter.core.schema import NO_ID
 from profilers.xplane_events import Event, PlaneView, line_events, text
 
 STEP_STAT = "step_num"

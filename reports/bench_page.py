@@ -12,7 +12,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from porter.atomic import atomic_write_text
+from porter.core.atomic import atomic_write_text
 from reports.bench_charts import TrendPoint, trend_chart
 from reports.render import environment
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from porter.atomic import atomic_write_text
-from porter.errors import PorterError
+from porter.core.atomic import atomic_write_text
+from porter.core.errors import PorterError
 from reports.model import Accuracy, AccuracyRow, Fix, Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Spread, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
-from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
+from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]

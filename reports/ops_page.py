@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from porter.atomic import atomic_write_text
-from porter.units import fmt_days
+from porter.core.atomic import atomic_write_text
+from porter.core.units import fmt_days
 from reports.render import environment
 
 STATUS_ORDER = ("native", "decomposed", "host_fallback", "unsupported", "numerics_mismatch")

@@ -16,11 +16,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from reports.model import ReportModel
 from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
                           side_titles, summary_points, where_rows)
-from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
+from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
 OUTPUTS = {"html": ("report.html", "summary.html"), "md": ("report.md", "summary.md"), "json": ("report.json",)}

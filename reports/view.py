@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from reports import charts
 from reports.model import ReportModel, TimeRow
-from porter.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
+from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
 
 TOP_MODULES = 15
 WATERFALL_STEPS = 8

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from porter.atomic import atomic_write_text  # noqa: E402
+from porter.core.atomic import atomic_write_text  # noqa: E402
 from porter.ops.build import ops_for_core_aten  # noqa: E402
 from reports.ops_page import render_ops  # noqa: E402
 

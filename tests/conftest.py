@@ -15,10 +15,10 @@ FIXTURES = REPO / "fixtures"
 
 def pytest_configure(config: pytest.Config) -> None:
     """XLA's CPU client starts once per process, with the threads it is given then: start it
-    here as a live pair starts it (porter.capture.threads: Eigen single, one pool thread), so
+    here as a live pair starts it (porter.runtime.threads: Eigen single, one pool thread), so
     in-process live pairs measure the same program whichever test touches jax first.
     Subprocesses (the CLI tests) start their own, as users do."""
-    from porter.capture.threads import XLA_SINGLE
+    from porter.runtime.threads import XLA_SINGLE
 
     before = os.environ.get("XLA_FLAGS")
     os.environ["XLA_FLAGS"] = f"{before or ''} {XLA_SINGLE}".strip()

@@ -111,8 +111,8 @@ def _signature(exc: BaseException) -> str:
 
 
 def run_case(seeds_: list[Seed], number: int, scratch: Path) -> Outcome:
-    from porter.errors import PorterError
-    from porter.ingest import ingest
+    from porter.core.errors import PorterError
+    from porter.bundles.ingest import ingest
 
     seed = seeds_[number % len(seeds_)]
     case_dir = Path(tempfile.mkdtemp(dir=scratch))
@@ -232,7 +232,7 @@ def fuzz(cases: int, workers: int = 2, timeout: float = 30.0, memory_mb: int = 3
     """Run the cases; returns counts per outcome kind and the failing outcomes."""
     corpus = corpus or Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces"))
     seeds_ = seeds(corpus)
-    import porter.ingest  # noqa: F401 - imported once, before the fork
+    import porter.bundles.ingest  # noqa: F401 - imported once, before the fork
     from profilers.detect import readers
 
     readers()  # every reader module too: workers fork with them loaded

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import orjson
 from hypothesis import strategies as st
 
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers.detect import read_trace
 
 JSON_VALUES = st.recursive(

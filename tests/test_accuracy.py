@@ -15,7 +15,7 @@ from torch import nn
 from porter.analysis.accuracy import (
     compare_modules, error_metrics, load_activations, oracle_verdict, shadow_run, tolerance_for,
 )
-from porter.errors import BundleError
+from porter.core.errors import BundleError
 
 
 def test_metrics_match_plain_python_formulas():
@@ -253,7 +253,7 @@ def test_compare_sketches_lists_each_module_it_cannot_compare():
 def test_findings_never_claim_no_error_when_modules_were_not_compared():
     import pandas as pd
 
-    from porter.accuracy_run import LocalRun, findings
+    from porter.accuracy.live import LocalRun, findings
     from porter.analysis.accuracy import ErrorMetrics
 
     df = pd.DataFrame({"module": ["a", ""], "propagated_rel_l2": [1e-6, 1e-6], "local_rel_l2": [1e-6, math.nan],

@@ -32,7 +32,7 @@ def _quick():
 
 
 def _live(model: str, target: str, out: Path) -> dict:
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     diagnose_specs("cpu", target, out, model=model, capture_options=_quick(), report=False)
     return json.loads((out / "diagnosis.json").read_text())["accuracy"]
@@ -96,10 +96,10 @@ def test_bundles_captured_apart_find_the_suspect_then_its_op(tmp_path):
     """Two `porter capture` runs, diagnose of the bundles: the sketches name the suspect;
     captures with --modules SUSPECT then give its local error and op, with full tensors for
     one module of 52 (under 5%)."""
-    from porter.bundle import load_bundle
+    from porter.bundles.bundle import load_bundle
     from porter.capture.models import load_model
     from porter.capture.run import capture
-    from porter.diagnose import diagnose
+    from porter.pipeline.diagnose import diagnose
 
     model = f"{PLANTED}:two_arg"
     spec = load_model(model)

@@ -7,7 +7,7 @@ import pytest
 
 from porter.analysis.align import UNMATCHED, align, align_sequences
 from porter.analysis.attribute import module_kind
-from porter.ingest import open_any
+from porter.bundles.ingest import open_any
 
 PAIRS = ("gaunernst_bert-small-uncased", "Falconsai_nsfw_image_detection", "Qwen_Qwen1.5-0.5B-Chat")
 _CACHE: dict = {}

@@ -1,11 +1,11 @@
-"""Freed memory kept in the process during a live pair (porter.capture.allocator)."""
+"""Freed memory kept in the process during a live pair (porter.runtime.allocator)."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from porter.capture.allocator import _glibc, keep_freed_memory
+from porter.runtime.allocator import _glibc, keep_freed_memory
 from tests.conftest import run_probe
 
 PROBE = r"""
@@ -13,7 +13,7 @@ import contextlib, json, os, resource, sys
 import torch
 setting, model, mode, warm_mb = sys.argv[1:5]
 os.environ["PORTER_HEAP_WARM_MB"] = warm_mb
-from porter.capture.allocator import keep_freed_memory
+from porter.runtime.allocator import keep_freed_memory
 from porter.capture.models import load_model
 policy = keep_freed_memory(setting)
 torch.set_num_threads(1)

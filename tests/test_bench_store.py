@@ -17,7 +17,7 @@ from porter.bench.parquet import export_run, read_run
 from porter.bench.records import CaseResult, RunRecord, new_run_id, now_iso
 from porter.bench.regress import regress
 from porter.bench.store import Store
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from tests.bench_support import REPO, postgres_schema_url, postgres_url, recorded_runs
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from porter.bench.context import SeriesKey, environment, environment_id, model_commit, run_context
 from porter.bench.suite import builtin_suite, load_suite, single_case, with_stacks
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from tests.bench_support import REPO
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import corpus_files
 from porter.analysis.busy import busy_block, side_busy, union_length
-from porter.ingest import open_any
+from porter.bundles.ingest import open_any
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 NOT_WORK = ("event_wait", "event_record")  # MTIA queue sync markers: no device work

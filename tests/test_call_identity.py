@@ -16,16 +16,16 @@ import torch
 
 from porter.analysis.call_identity import call_keys
 from porter.targets.base import module_hooks, torch_range
-from porter.opclass import canonical_op
-from porter.targets.call_tags import CALL_TAG, CallCounter, call_scope
-from profilers.porter_tags import CALL_TAG as READ_TAG
-from profilers.porter_tags import call_from_tags
+from porter.core.opclass import canonical_op
+from porter.core.tags import call_from_tags, call_scope, module_scope
+from porter.targets.call_tags import CallCounter
 from profilers.xla_hlo import split_path
 from tests.models.library_models import bert_small, gpt2_small
 
 
 def test_tags_agree_between_writer_and_reader():
-    assert CALL_TAG == READ_TAG
+    written = split_path(f"jit(f)/{module_scope('')}/{module_scope('a.b')}/{call_scope('view', 2)}/aten::view")
+    assert call_from_tags(written) == ("a/b", "view", 2)  # what the stacks write, the readers decode
     assert {canonical_op(n) for n in ("aten::add.Tensor", "aten::add", "__add__", "add")} == {"add"}
     assert canonical_op("mylib::fancy_act") == "fancy_act" and canonical_op("aten::native_layer_norm") == "native_layer_norm"
     assert canonical_op("aten::add.Tensor") == "add" and canonical_op("__getitem__") == "getitem"
@@ -145,10 +145,10 @@ def test_live_bert_pairs_each_call_by_identity(target, tmp_path):
     decomposed ``addmm`` never form calls of their own; the table never holds more than each
     side's per-step time."""
     from porter.analysis.op_calls import IDENTITY_CALL, COLUMNS, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY
-    from porter.bundle import load_bundle
+    from porter.bundles.bundle import load_bundle
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
-    from porter.diagnose import analyse, to_json
+    from porter.pipeline.diagnose import analyse, to_json
     from tests.test_live_identity import LIBRARY
 
     opts = CaptureOptions(steps=3, warmup=1, repeats=2, activations=False)

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from porter.capture.run import CaptureOptions, capture
-from porter.errors import TargetUnavailable
+from porter.core.errors import TargetUnavailable
 from porter.capture.models import load_model
 from porter.targets import CaptureFailure
 from porter.targets import get_stack, parse_target
@@ -205,7 +205,7 @@ def test_parse_target(text, device, stack):
 
 @pytest.mark.parametrize("text,needle", [("gpu", "unknown device"), ("cpu:tensorrt", "unknown stack")])
 def test_parse_target_errors(text, needle):
-    from porter.errors import PorterError
+    from porter.core.errors import PorterError
 
     with pytest.raises(PorterError, match=needle):
         parse_target(text)

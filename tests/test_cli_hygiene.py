@@ -69,11 +69,11 @@ def test_capture_keeps_kineto_lines_in_the_bundle_log(tmp_path):
 
 
 def test_only_the_run_command_is_built_and_help_is_whole(monkeypatch):
-    """main() registers only the command a line runs (porter.cli.only_the_command_run), then
+    """main() registers only the command a line runs (porter.cli.app.only_the_command_run), then
     puts the whole set back; `porter --help` and a misspelt command still see every one."""
     import gc
 
-    from porter import cli
+    from porter.cli import app as cli
 
     before = [c.callback.__name__ for c in cli.app.registered_commands]
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # main() sets it for trace commands: kept to this test

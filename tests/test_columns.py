@@ -1,4 +1,4 @@
-"""The pandas-free table path (porter.columns, porter.factorize): the Parquet it writes is what
+"""The pandas-free table path (porter.core.columns, porter.core.factorize): the Parquet it writes is what
 pandas' to_parquet wrote, its checks refuse what the DataFrame checks refuse, and the codes
 match pandas.factorize."""
 
@@ -11,10 +11,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from porter import columns
-from porter.cli import runs_no_model
-from porter.factorize import _numbers, _objects, factorize
-from porter.schema import KERNEL_COLUMNS, OPS_COLUMNS, SchemaViolation, coerce_ops
+from porter.core import columns
+from porter.cli.app import runs_no_model
+from porter.core.factorize import _numbers, _objects, factorize
+from porter.core.schema import KERNEL_COLUMNS, OPS_COLUMNS, SchemaViolation, coerce_ops
 from profilers.detect import read_trace
 from tests.conftest import FIXTURES
 from tests.test_foundation import make_tables
@@ -48,7 +48,7 @@ def test_parquet_equals_pandas_to_parquet(tmp_path, monkeypatch, pandas_loaded: 
 
 
 def test_parquet_bytes_equal_pyarrow_parquet_write_table(tmp_path) -> None:
-    """porter.columns.write_table (pyarrow's compiled writer, without pyarrow.parquet's Python
+    """porter.core.columns.write_table (pyarrow's compiled writer, without pyarrow.parquet's Python
     layer) writes the very bytes pq.write_table writes, for a real trace's two tables."""
     import pyarrow as pa
 
@@ -118,7 +118,7 @@ def test_factorize_matches_pandas(values: list) -> None:
 
 
 def test_trace_commands_are_told_from_model_runs(tmp_path) -> None:
-    """One OpenBLAS thread only where no model runs (porter/cli.py one_blas_thread)."""
+    """One OpenBLAS thread only where no model runs (porter/cli/app.py one_blas_thread)."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text("{}")
     b.write_text("{}")

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from porter.diagnose import DIAGNOSIS
-from porter.diagnose import diagnose_specs as diagnose
+from porter.pipeline.diagnose import DIAGNOSIS
+from porter.pipeline.diagnose import diagnose_specs as diagnose
 from conftest import run_porter
 
 PAIRS = ("gaunernst_bert-small-uncased", "Falconsai_nsfw_image_detection", "Qwen_Qwen1.5-0.5B-Chat")
@@ -234,7 +234,7 @@ def test_torch_eager_vs_xla_across_frameworks(tmp_path):
     assert (g["n_source"] > g["n_target"]).any()
     assert {p for p in g["module"] if p} <= set(d.target.ops["module"])
     # the xla capture marks its steps, so the end-to-end ratio is per step, not whole-trace
-    from porter.diagnose import LIVE_OPTIONS
+    from porter.pipeline.diagnose import LIVE_OPTIONS
 
     assert d.e2e.basis == "per_step"
     assert set(d.target.ops["step"]) == set(range(LIVE_OPTIONS["steps"]))

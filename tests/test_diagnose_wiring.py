@@ -19,11 +19,11 @@ import torch
 from _diagnoses import diagnose as diagnose_cli
 from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis
 from conftest import FIXTURES, REPO, run_porter
-from porter.bundle import load_bundle
-from porter.errors import PorterError
-from porter.diagnose import analyse
-from porter.diagnose import diagnose_specs as diagnose
-from porter.inputs import InputKind, classify
+from porter.bundles.bundle import load_bundle
+from porter.core.errors import PorterError
+from porter.pipeline.diagnose import analyse
+from porter.pipeline.diagnose import diagnose_specs as diagnose
+from porter.pipeline.inputs import InputKind, classify
 from porter.analysis.fixes import FUSED_ATTENTION, load_catalogue, rank_fixes
 from porter.capture.models import load_model
 
@@ -223,7 +223,7 @@ def test_run_module_matches_eager(stack):
 
 
 def test_ort_says_why_it_runs_no_single_module():
-    from porter.errors import PorterError
+    from porter.core.errors import PorterError
     from porter.targets import get_stack
 
     with pytest.raises(PorterError, match="does not run single modules"):

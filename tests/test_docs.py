@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from porter.schema import KERNEL_COLUMNS, OP_CLASSES, OPS_COLUMNS
+from porter.core.schema import KERNEL_COLUMNS, OP_CLASSES, OPS_COLUMNS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

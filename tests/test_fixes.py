@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.analysis.fixes import CONDITIONS, load_catalogue, misaligned_dims, rank_fixes, symptoms_table, tile_for
-from porter.opclass import classify_op
+from porter.core.opclass import classify_op
 from porter.analysis.opcost import cost_of
 from porter.analysis.perfmodel import ceilings_for, recoverable_us, roofline_us
 

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from porter.bundle import base_manifest, load_bundle, staging, write_manifest, write_tables
-from porter.errors import BundleError
-from porter.opclass import classify, classify_kernel, classify_op
-from porter.schema import (
+from porter.bundles.bundle import base_manifest, load_bundle, staging, write_manifest, write_tables
+from porter.core.errors import BundleError
+from porter.core.opclass import classify, classify_kernel, classify_op
+from porter.core.schema import (
     OP_CLASSES,
     OPS_COLUMNS,
     SCHEMA_VERSION,

@@ -23,7 +23,7 @@ def test_two_thousand_mutated_traces_ingest_or_fail_in_one_line(corpus):
 @pytest.mark.corpus
 def test_every_seed_reads_whole(corpus, tmp_path):
     """Undamaged seeds ingest: a failure in the fuzz is the mutation's doing."""
-    from porter.ingest import ingest
+    from porter.bundles.ingest import ingest
 
     for seed in fuzz.seeds(corpus):
         path = tmp_path / f"seed{seed.suffix}"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from porter.capture.interleaved import InterleaveOptions, time_interleaved
-from porter.stats import CHUNKS, paired_ratio, unpaired_ratio
+from porter.core.stats import CHUNKS, paired_ratio, unpaired_ratio
 
 
 def test_pairs_alternate_which_side_runs_first():
@@ -87,7 +87,7 @@ def test_batch_means_needs_four_chunks_and_widens_only_where_chunks_disagree():
     switches between two speeds every 48 pairs (ratio 1.0, then 1.1; 5 chunks of 48 ratios,
     each on one level) widens it on both sides: the chunk medians disagree beyond the pairs'
     noise, which the bootstrap's automatic blocks do not span."""
-    from porter.stats import batch_means
+    from porter.core.stats import batch_means
 
     assert batch_means(np.full(11, 1.3), np.ones(11)) is None
     steady = paired_ratio(np.ones(40), np.full(40, 1.3))
@@ -187,7 +187,7 @@ def test_recorded_pair_headline_says_steps_and_spread(corpus, tmp_path):
 def test_oversubscribed_machine_runs_both_stacks_single_threaded():
     import os
 
-    from porter.capture.threads import XLA_SINGLE, applied, decide
+    from porter.runtime.threads import XLA_SINGLE, applied, decide
 
     assert decide(3.0, 2).single and "load average 3.0 on 2 CPUs" in decide(3.0, 2).why
     assert not decide(1.9, 2).single and not decide(None, 2).single
@@ -203,7 +203,7 @@ def test_oversubscribed_machine_runs_both_stacks_single_threaded():
 def test_one_thread_per_side_is_the_default_whatever_the_load():
     """A load-keyed rule flipped the demo's headline between runs (x1.012, x0.634, x0.822):
     the default must not depend on the load; PORTER_THREADS=all / auto opt out."""
-    from porter.capture.threads import current
+    from porter.runtime.threads import current
 
     assert current({}).single and current({"PORTER_THREADS": "1"}).single
     assert not current({"PORTER_THREADS": "all"}).single
@@ -216,7 +216,7 @@ def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monk
     """cpu eager on both sides: the same prepared model twice, so the true ratio is 1."""
     from porter.analysis.headline import CPU_CLOCK, SINGLE_THREAD
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     monkeypatch.setenv("PORTER_THREADS", "1")  # as on an oversubscribed machine
     threads = torch.get_num_threads()
@@ -228,9 +228,9 @@ def test_live_headline_comes_from_interleaved_unprofiled_forwards(tmp_path, monk
     assert h["basis"].startswith("unprofiled") and SINGLE_THREAD in h["basis"] and h["pairs"]["threads"]["single"]
     # both on the CPU, one thread each: the headline is on process CPU time, the wall ratio kept beside it
     assert h["pairs"]["clock"] == "cpu" and CPU_CLOCK in h["basis"] and "wall time gives x" in h["basis"]
-    # freed memory kept in the process (porter.capture.allocator), said in the basis, where glibc runs
+    # freed memory kept in the process (porter.runtime.allocator), said in the basis, where glibc runs
     from porter.analysis.headline import HEAP_KEPT
-    from porter.capture.allocator import _glibc
+    from porter.runtime.allocator import _glibc
 
     assert h["pairs"]["heap"]["kept"] == (_glibc() is not None) == (HEAP_KEPT in h["basis"])
     other = h["pairs"]["other_clock"]
@@ -283,7 +283,7 @@ def test_time_between_ops_is_not_spread_over_the_modules(tmp_path):
     stays the GEMM's, as on XLA (which runs the Python once, while tracing), instead of taking
     the Python time in proportion (the old share-of-step scaling read it 4-6x the target's)."""
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     d, path = diagnose_specs("cpu", "xla", tmp_path / "d", model=f"{__file__}:python_between_ops", report=False,
                              capture_options=CaptureOptions(steps=3, warmup=1, repeats=3, activations=False),

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import corpus_dir
 from porter.analysis.fixes import HEADROOM, HEADROOM_EFFICIENCY, REGRESSION
-from porter.diagnose import analyse
-from porter.ingest import open_any
+from porter.pipeline.diagnose import analyse
+from porter.bundles.ingest import open_any
 
 PAIR = ("mi300x_Falconsai_nsfw_image_detection", "h100_Falconsai_nsfw_image_detection")
 

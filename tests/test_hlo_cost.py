@@ -8,7 +8,7 @@ import math
 import pytest
 
 from conftest import corpus_dir
-from porter.ingest import open_any
+from porter.bundles.ingest import open_any
 
 
 @pytest.mark.corpus
@@ -36,7 +36,7 @@ def test_live_xla_matmul_flops_equal_the_eager_source_flops(tmp_path):
     and >= 95% of each side's time has a known cost (the issue's demo bar)."""
     from porter.capture.interleaved import InterleaveOptions
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     d, path = diagnose_specs("cpu", "xla", tmp_path / "d", model="transformer", report=False,
                              capture_options=CaptureOptions(steps=2, warmup=1, repeats=3, activations=False),

@@ -22,7 +22,7 @@ PHASES = ("read", "accuracy", "align", "attribute", "cost", "rank", "write", "re
 HARNESS = """
 import json, sys
 sys.argv = ["porter", *json.loads(sys.argv[1])]
-from porter.cli import main
+from porter.cli.app import main
 code = 0
 try:
     main()
@@ -60,7 +60,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     kineto, xplane = FIXTURES / "cpu_mlp.json.gz", FIXTURES / "xla_cpu_mlp.xplane.pb"
     mods = loaded_by("ingest", kineto, xplane, "-o", tmp_path / "bundles")
     assert "pyarrow" in mods and not mods & ML_STACKS, sorted(mods & ML_STACKS)
-    assert "pydantic" not in mods  # list[Path] too (porter/cli_params.py)
+    assert "pydantic" not in mods  # list[Path] too (porter/cli/params.py)
     bundle = next((tmp_path / "bundles").iterdir())
     for target in (kineto, bundle):
         mods = loaded_by("show", target, "--by", "module")
@@ -74,7 +74,7 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
     assert "\x1b" not in said[0]
     assert (diag / "diagnosis.json").is_file() and (diag / "report.html").is_file()
     assert not mods & ML_STACKS, sorted(mods & ML_STACKS)
-    assert "pydantic" not in mods  # str/Path/int/float options coerced without typer's adapters (porter/cli_params.py)
+    assert "pydantic" not in mods  # str/Path/int/float options coerced without typer's adapters (porter/cli/params.py)
     assert "rich" not in mods  # on a pipe every line is plain text: rich stays unimported
     seconds = json.loads((diag / "diagnosis.json").read_text())["seconds"]
     assert set(PHASES) <= set(seconds), seconds  # every phase timed, render included
@@ -86,9 +86,9 @@ def test_trace_commands_never_import_a_stack(tmp_path: Path) -> None:
 
 
 def test_kineto_ingest_loads_no_pandas(tmp_path: Path) -> None:
-    """A Kineto trace becomes a bundle from numpy columns (porter/columns.py): pandas, ~0.45 s
+    """A Kineto trace becomes a bundle from numpy columns (porter/core/columns.py): pandas, ~0.45 s
     of CPU, stays out; the bundle still reads back into the schema's DataFrames."""
-    from porter.bundle import load_bundle
+    from porter.bundles.bundle import load_bundle
     from profilers.detect import read_trace
 
     trace = FIXTURES / "cpu_mlp.json.gz"
@@ -101,7 +101,7 @@ def test_kineto_ingest_loads_no_pandas(tmp_path: Path) -> None:
     assert bundle.kernels["dur_us"].sum() == pytest.approx(expected.kernels["dur_us"].sum(), rel=1e-12)
 
 
-@pytest.mark.parametrize("module", ["porter.diagnose", "porter.ingest", "porter.inputs", "reports.build"])
+@pytest.mark.parametrize("module", ["porter.pipeline.diagnose", "porter.bundles.ingest", "porter.pipeline.inputs", "reports.build"])
 def test_library_modules_import_no_stack(module: str) -> None:
     """The Python API a notebook imports for trace work is as light as the CLI."""
     code = f"import sys, {module}; print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(ML_STACKS)!r})))"
@@ -111,7 +111,7 @@ def test_library_modules_import_no_stack(module: str) -> None:
 
 
 def test_plain_options_still_refuse_bad_values(tmp_path: Path) -> None:
-    """Coerced without pydantic (porter/cli_params.py), a bad number is still a usage error (exit 2)
+    """Coerced without pydantic (porter/cli/params.py), a bad number is still a usage error (exit 2)
     naming the option, and a good one still works."""
     for args, option, word in ((["show", FIXTURES / "cpu_mlp.json.gz", "--top", "abc"], "--top", "integer"),
                                (["ingest", FIXTURES / "cpu_mlp.json.gz", "-o", tmp_path, "--max-inflate", "zz"],

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from porter.analysis.infer_scope import MIN_BLOCK, infer_synthetic_scopes
-from porter.ingest import open_any
+from porter.bundles.ingest import open_any
 
 SIDES = ("h100", "mi300x")
 _CACHE: dict = {}

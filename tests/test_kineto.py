@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, corpus_files, run_porter
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers import kineto
 from profilers.base import read_head
 from profilers.detect import detect, read_trace
@@ -364,7 +364,7 @@ def test_mutated_traces_read_or_fail_cleanly(tmp_path_factory):
     ("dma_request", "copy"),
 ])
 def test_kernel_names_seen_in_the_corpus_get_a_class(name, cls):
-    from porter.opclass import classify_kernel
+    from porter.core.opclass import classify_kernel
 
     assert classify_kernel(name) == cls
 
@@ -378,6 +378,6 @@ def test_kernel_names_seen_in_the_corpus_get_a_class(name, cls):
     ("aten::detach", "copy"),
 ])
 def test_framework_ops_seen_in_the_corpus_get_a_class(name, cls):
-    from porter.opclass import classify_op
+    from porter.core.opclass import classify_op
 
     assert classify_op(name) == cls

@@ -12,8 +12,8 @@ import pytest
 from conftest import corpus_dir
 from porter.analysis.fixes import rank_fixes
 from porter.analysis.opcost import op_costs
-from porter.diagnose import analyse
-from porter.ingest import open_any
+from porter.pipeline.diagnose import analyse
+from porter.bundles.ingest import open_any
 
 PAIRS = {
     "bert-small": ("h100_gaunernst_bert-small-uncased", "mi300x_gaunernst_bert-small-uncased"),

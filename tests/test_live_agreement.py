@@ -39,9 +39,9 @@ from pathlib import Path
 
 import pytest
 
-from porter.bundle import load_bundle
+from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
-from porter.diagnose import analyse
+from porter.pipeline.diagnose import analyse
 from tests.test_live_identity import LIBRARY, LIVE_OPTS, _heavy_beyond
 
 # a tied top larger than a quarter of gpt2_wide3's 35 leaf modules says the timing could not rank
@@ -85,7 +85,7 @@ def test_top3_gaps_agree_with_each_module_timed_alone(model, target, tmp_path):
 def test_xla_cpu_convolutions_hold_their_time(tmp_path):
     # resnet_wide's layer1 convolutions read 15-30 us of XLA events per step against ~10 ms eager
     # (a 600x group) while 3-15 ms per step passed with no op traced after them: XLA:CPU ran them
-    # on its pool. With one pool thread (porter.capture.threads, as tests start XLA's client) they
+    # on its pool. With one pool thread (porter.runtime.threads, as tests start XLA's client) they
     # run inline; porter.analysis.async_gaps charges such idle time back where a pool runs
     # (PORTER_THREADS=all; tests/test_async_gaps.py)
     capture(f"{LIBRARY}:resnet_wide", "cpu", tmp_path / "src", LIVE_OPTS)

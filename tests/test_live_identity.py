@@ -16,12 +16,12 @@ import pytest
 
 from porter.analysis.align import UNMATCHED, align
 from porter.analysis.optime import op_times
-from porter.bundle import load_bundle
+from porter.bundles.bundle import load_bundle
 from porter.capture.options import CaptureOptions
 from porter.capture.run import capture
-from porter.diagnose import analyse, diagnose_specs, live_pair
-from porter.errors import PorterError
-from porter.schema import coerce_ops
+from porter.pipeline.diagnose import analyse, diagnose_specs, live_pair
+from porter.core.errors import PorterError
+from porter.core.schema import coerce_ops
 from tests.conftest import run_porter
 
 MODELS = Path(__file__).parent / "models"
@@ -309,7 +309,7 @@ def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
     sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
     assert "left out of that figure and attributed to no fix: 31.0% of the target's time" in sure
     assert "source's time." not in sure
-    from porter.summary import summary_lines
+    from reports.terminal import summary_lines
 
     text = " ".join(summary_lines(d, width=200))
     assert "left out of coverage: host work outside every module with no counterpart" in text

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.capture.models import fingerprint, load_model
 from porter.capture.models.zoo import BUILTINS
 from tests.conftest import run_porter

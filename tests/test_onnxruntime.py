@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, run_porter
 from mutation import mutate, read_mutated
-from porter.errors import TraceFormatError
+from porter.core.errors import TraceFormatError
 from profilers import onnxruntime as ort_reader
 from profilers.base import read_head
 from profilers.detect import detect, read_trace

@@ -15,10 +15,10 @@ import torch
 
 from porter.analysis.align import align
 from porter.analysis.op_calls import FUSED_SHARE, IDENTITY_CALL, fused_call_shares
-from porter.bundle import load_bundle
+from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
-from porter.diagnose import analyse
-from porter.schema import encode_call_members
+from porter.pipeline.diagnose import analyse
+from porter.core.schema import encode_call_members
 from tests.test_live_identity import LIVE_OPTS, _ops, source_bundles  # noqa: F401 (a fixture: eager captures once per module)
 
 LIBRARY = Path(__file__).parent / "models" / "library_models.py"
@@ -312,7 +312,7 @@ def test_report_shows_the_estimated_part_of_each_call(gpt2_inductor):
 
     import orjson
 
-    from porter.diagnose import to_json
+    from porter.pipeline.diagnose import to_json
     from reports.build import model_from_diagnosis
     from reports.render import render
 

@@ -8,9 +8,9 @@ from collections import defaultdict
 import pytest
 
 from conftest import REPO, corpus_files
-from porter.ingest import open_any
-from porter.opclass import classify_op, op_tokens
-from porter.schema import OP_CLASSES
+from porter.bundles.ingest import open_any
+from porter.core.opclass import classify_op, op_tokens
+from porter.core.schema import OP_CLASSES
 
 EXAMPLE = re.compile(r"^\| `([^`]+)` \| (\w+) \|$")
 

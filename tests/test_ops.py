@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from porter.analysis.fixes import load_catalogue
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.ops.cost import gap_cost
 from porter.ops.diff import diff_matrices
 from porter.ops.inventory import ExportFailure, Variant, export_model, inventory

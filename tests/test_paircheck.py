@@ -34,8 +34,8 @@ def test_qwen_against_bert_is_refused_then_forced_with_a_banner(tmp_path):
 
 @pytest.mark.corpus
 def test_runs_of_one_model_pass_the_check(tmp_path):
-    from porter.diagnose import analyse, refuse_unrelated_pair
-    from porter.ingest import open_any
+    from porter.pipeline.diagnose import analyse, refuse_unrelated_pair
+    from porter.bundles.ingest import open_any
 
     k = corpus_dir() / "kineto"
     if not k.is_dir():

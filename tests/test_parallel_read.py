@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from porter import inputs
-from porter.errors import PorterError
-from porter.ingest import open_any
+from porter.pipeline import inputs
+from porter.core.errors import PorterError
+from porter.bundles.ingest import open_any
 from tests.conftest import FIXTURES
 
 

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from porter.errors import PorterError
-from porter.opclass import classify_op
+from porter.core.errors import PorterError
+from porter.core.opclass import classify_op
 from porter.analysis.opcost import canonical_dtype, cost_of, op_costs
 from porter.analysis.perfmodel import Ceilings, ceilings_for, expected_from_source_us, load_devices, recoverable_us, roofline_us
 

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from conftest import REPO, run_porter
-from porter.accuracy_precision import module_verdict, op_verdict
+from porter.accuracy.precision import module_verdict, op_verdict
 from porter.capture.precision import cast_model, parse_dtype
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 PLANTED = REPO / "tests" / "models" / "planted.py"
 HF = REPO / "tests" / "models" / "hf.py"
@@ -64,7 +64,7 @@ def test_a_dtype_the_stack_does_not_run_is_a_one_line_error(args, tmp_path):
     ("cpu", "bf16", "bf16", "give one"),
 ])
 def test_precision_options_are_checked_before_any_capture(target, dtype, autocast, says, tmp_path):
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     with pytest.raises(PorterError, match=says) as err:
         diagnose_specs("cpu", target, tmp_path / "out", model=f"{PLANTED}:clean", target_dtype=dtype,
@@ -122,7 +122,7 @@ def test_op_verdict_separates_the_dtype_from_a_worse_kernel():
 
 def _live(model: str, target: str, dtype: str, out: Path, autocast: str = "", report: bool = False) -> dict:
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     diagnose_specs("cpu", target, out, model=model, capture_options=CaptureOptions(steps=1, warmup=0, repeats=2),
                    report=report, target_dtype=dtype, target_autocast=autocast)
@@ -189,7 +189,7 @@ def test_inductor_in_fp16_flags_the_fragile_norm_in_the_last_layer(tmp_path):
 def test_autocast_port_finds_the_norm_fed_bf16_and_says_so_in_summary_and_report(tmp_path):
     """--autocast bf16 on eager CPU: weights stay float32, the linear layers hand the norm bf16,
     so the local run feeds it bf16 too (the dtypes an autocast forward hands each module)."""
-    from porter.summary import summary_lines
+    from reports.terminal import summary_lines
 
     d = _live(f"{PLANTED}:early", "cpu", "", tmp_path, autocast="bf16", report=True)
     acc = d["accuracy"]
@@ -211,7 +211,7 @@ def test_bundles_captured_apart_in_bf16_judge_the_suspect_from_its_saved_call(tm
     judged beyond bf16 and its op named."""
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
-    from porter.diagnose import diagnose_specs
+    from porter.pipeline.diagnose import diagnose_specs
 
     model, module = f"{PLANTED}:early", "blocks/0/pre_norm"
     quick = dict(steps=1, warmup=0, repeats=2)

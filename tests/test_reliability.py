@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, REPO, run_porter
 from mutation import Pick, mutate, mutate_xspace, read_mutated
-from porter.atomic import atomic_write_text, clean_stale, staged_path
-from porter.bundle import MANIFEST, is_porter_bundle, load_bundle, staging
-from porter.errors import BundleError, PorterError, TraceFormatError
-from porter.ingest import bundle_name_for, ingest
+from porter.core.atomic import atomic_write_text, clean_stale, staged_path
+from porter.bundles.bundle import MANIFEST, is_porter_bundle, load_bundle, staging
+from porter.core.errors import BundleError, PorterError, TraceFormatError
+from porter.bundles.ingest import bundle_name_for, ingest
 from profilers.detect import read_trace
 from profilers.xspace_proto import parse_xspace
 
@@ -530,13 +530,13 @@ def test_damaged_bundle_is_one_line_bundle_error(tmp_path, damage):
 def test_replacing_a_bundle_without_an_atomic_swap_still_leaves_one_whole_bundle(tmp_path, monkeypatch):
     """Where renameat2 cannot swap (not Linux, some network file systems) the old bundle is
     renamed aside first; the result is the same single new bundle and nothing else."""
-    import porter.bundle
+    import porter.bundles.bundle
 
     trace = tmp_path / "run.json.gz"
     trace.write_bytes(CPU_MLP_FIXTURE.read_bytes())
     dest = ingest(trace, tmp_path / "out")
     first = json.loads((dest / MANIFEST).read_text())["created_at"]
-    monkeypatch.setattr(porter.bundle, "exchange", lambda a, b: False)
+    monkeypatch.setattr(porter.bundles.bundle, "exchange", lambda a, b: False)
     time.sleep(1.1)  # created_at has one-second resolution
     assert ingest(trace, tmp_path / "out") == dest
     assert json.loads((dest / MANIFEST).read_text())["created_at"] != first
@@ -544,7 +544,7 @@ def test_replacing_a_bundle_without_an_atomic_swap_still_leaves_one_whole_bundle
 
 
 def test_exchange_swaps_two_directories_in_one_step(tmp_path):
-    from porter.atomic import exchange
+    from porter.core.atomic import exchange
 
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):

@@ -11,8 +11,8 @@ import pytest
 from _diagnoses import live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from conftest import run_porter
 
-from porter.errors import PorterError
-from porter.units import fmt_ratio, fmt_us
+from porter.core.errors import PorterError
+from porter.core.units import fmt_ratio, fmt_us
 from reports.build import model_from_diagnosis, write_reports
 from reports.render import md_code, render, render_all
 
@@ -225,7 +225,7 @@ def ranked_fix_records(diag: Path) -> list[dict]:
     import numpy as np
     import pandas as pd
 
-    from porter.bundle import load_bundle
+    from porter.bundles.bundle import load_bundle
     from porter.analysis.fixes import fixes_frame, rank_fixes
 
     d = json.loads((diag / "diagnosis.json").read_text())

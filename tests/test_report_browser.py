@@ -17,7 +17,7 @@ import pytest
 from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
 from test_report import INJECTED, hostile_diagnosis, parse_html
 
-from porter.units import fmt_ratio
+from porter.core.units import fmt_ratio
 from reports.build import write_reports
 
 DOCS_SHOT = Path(__file__).resolve().parents[1] / "docs" / "report-screenshot.png"

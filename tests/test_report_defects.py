@@ -15,7 +15,7 @@ from _diagnoses import QWEN_SRC, QWEN_TGT, diagnose, live_transformer_diagnosis,
 from conftest import corpus_dir
 from test_report import parse_html
 
-from porter.units import fmt_us
+from porter.core.units import fmt_us
 from reports.build import model_from_diagnosis
 from reports.render import signed_us
 from reports.view import waterfall_steps

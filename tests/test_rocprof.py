@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from conftest import run_porter
 from mutation import mutate, read_mutated
-from porter.errors import TraceFormatError
-from porter.opclass import classify_kernel
+from porter.core.errors import TraceFormatError
+from porter.core.opclass import classify_kernel
 from profilers import rocprof
 from profilers.base import read_head
 from profilers.detect import detect, read_trace

@@ -66,9 +66,9 @@ def test_first_steps_name_the_stack_and_nothing_foreign(stack):
 @pytest.mark.corpus
 @pytest.mark.parametrize("pair", ["gaunernst_bert-small-uncased", "Falconsai_nsfw_image_detection"])
 def test_corpus_fixes_first_step_names_the_target_stack(pair, tmp_path):
-    from porter.diagnose import diagnose
+    from porter.pipeline.diagnose import diagnose
 
-    from porter.ingest import open_any
+    from porter.bundles.ingest import open_any
 
     k = corpus_dir() / "kineto"
     if not k.is_dir():

@@ -13,8 +13,8 @@ import pytest
 from _diagnoses import QWEN_SRC, QWEN_TGT, qwen_trace_diagnosis
 from conftest import REPO, corpus_dir
 
-from porter.summary import abbreviate, summary_lines
-from porter.units import fmt_us
+from reports.terminal import abbreviate, summary_lines
+from porter.core.units import fmt_us
 
 WIDTH = 80
 

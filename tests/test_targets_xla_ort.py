@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from porter.capture.models import load_model
-from porter.targets.base import MODULE_RANGE_PREFIX
-from profilers.porter_tags import MODULE_TAG, module_from_tags
+from porter.core.tags import module_from_tags, module_range, module_scope
 from tests.conftest import run_porter
 
 MODEL = "transformer"
@@ -51,7 +50,9 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def test_porter_tags_decode_to_torch_paths():
-    assert MODULE_TAG == MODULE_RANGE_PREFIX  # the reader and the stacks agree on the tag
+    # what the stacks write is what the readers decode (torch ranges hold paths, XLA scopes names)
+    assert module_from_tags([module_scope(""), module_scope("blocks.0.attn")]) == "blocks/0/attn"
+    assert module_range("blocks/0/attn") == "porter.module:blocks/0/attn"
     scopes = ["porter.module:", "porter.module:blocks.0", "porter.module:blocks.0.attn", "aten::gelu"]
     assert module_from_tags(scopes) == "blocks/0/attn"
     assert module_from_tags(["porter.module:", "aten::add.Tensor"]) == ""
@@ -163,7 +164,7 @@ def test_each_stack_runs_single_modules_and_ops_or_says_why():
     as data (callers report it), never a missing method reached at run time."""
     import torch
 
-    from porter.errors import PorterError
+    from porter.core.errors import PorterError
     from porter.targets import STACK_MODULES, StackMissing, get_stack
 
     for name in STACK_MODULES:
@@ -179,10 +180,10 @@ def test_each_stack_runs_single_modules_and_ops_or_says_why():
 
 
 def test_ort_sessions_follow_the_thread_policy():
-    """A live pair runs one intra-op thread per side (porter/capture/threads.py); ORT's sessions
+    """A live pair runs one intra-op thread per side (porter/runtime/threads.py); ORT's sessions
     take torch's count, so ORT is single-threaded under the policy too (its own default is a
     spinning pool per core, which a CPU-time headline would count once per thread)."""
-    from porter.capture.threads import applied, decide
+    from porter.runtime.threads import applied, decide
     from porter.targets import get_stack
 
     stack = get_stack("ort")

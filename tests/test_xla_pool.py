@@ -1,4 +1,4 @@
-"""XLA:CPU's intra-op pool under porter's one-thread policy (porter.capture.threads).
+"""XLA:CPU's intra-op pool under porter's one-thread policy (porter.runtime.threads).
 
 The Eigen flag alone left XLA:CPU's YNN dots and partitioned loop fusions on two threads of a
 2-core machine, so the profile's dot events covered half the dot's CPU time while the headline
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.s
 
 PROBE = r"""
 import json, os, sys
-from porter.capture.threads import applied, decide
+from porter.runtime.threads import applied, decide
 from porter.targets import get_stack
 
 def ticks():

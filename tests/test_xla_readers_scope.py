@@ -8,9 +8,9 @@ root group of 2.6 ms per step against eager's 89 us of flatten and view (29x).
 
 from __future__ import annotations
 
-from porter.bundle import load_bundle
+from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
-from profilers.porter_tags import MODULE_TAG
+from porter.core.tags import MODULE_TAG
 from profilers.xla_hlo import HloModuleIndex, _Instr, scope_and_op
 from tests.test_live_identity import LIBRARY, LIVE_OPTS
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, run_porter
-from porter.errors import TraceFormatError
-from porter.opclass import classify_kernel
+from porter.core.errors import TraceFormatError
+from porter.core.opclass import classify_kernel
 from profilers import xplane
 from profilers.base import read_head
 from profilers.detect import detect, read_trace

@@ -5,7 +5,7 @@ Alignment (``align``, ``infer_scope``, ``optime``), time attribution (``attribut
 the fix catalogue and its ranking (``fixes``, ``fixplan``) and activation comparison
 (``accuracy``).
 
-May import: porter.schema, porter.opclass, porter.errors, porter.units and the data files in
+May import: porter.core.schema, porter.core.opclass, porter.core.errors, porter.core.units and the data files in
 porter/data. Never torch, the capture layer, the targets, the reports or the CLI (the
 import contracts in pyproject.toml fail CI if it does), so a diagnosis of recorded traces
 runs without a model stack installed.

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from porter.errors import BundleError
+from porter.core.errors import BundleError
 from porter.analysis.opcost import canonical_dtype
 
 INTRODUCES_SHARE = 0.5  # local error must be at least this share of the propagated error

@@ -4,7 +4,7 @@ The calls a module's forward makes itself are the ones both stacks see alike: ea
 ``aten::linear`` with its ``aten::t`` and ``aten::addmm`` inside it, torchax lowers
 ``linear`` whole, inductor fuses. So an op call's identity is that of the top-level op it
 is (or lies inside): a wrapper's compute child (``aten::addmm`` under ``aten::linear``)
-carries its wrapper's identity. Names are canonical (porter.opclass.canonical_op) and
+carries its wrapper's identity. Names are canonical (porter.core.opclass.canonical_op) and
 the index counts calls of that op in that module within one step, in time order
 (porter.analysis.step_median.call_index: one place for the key). The xla stack writes the
 same key into HLO metadata (porter.targets.call_tags).
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.step_median import call_index
-from porter.opclass import canonical_op
+from porter.core.opclass import canonical_op
 
 
 def top_level(ops: pd.DataFrame) -> np.ndarray:

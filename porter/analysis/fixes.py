@@ -5,7 +5,7 @@ sides, built by porter.analysis.attribute). Required columns:
 
     group_id (str)        stable id of the group
     module (str)          module path ('' when unknown)
-    op_class (str)        one of porter.schema.OP_CLASSES
+    op_class (str)        one of porter.core.schema.OP_CLASSES
     framework_op (str)    the group's main target op (e.g. 'aten::mm'), for display and regexes
     source_us, target_us  summed self device time per side (us, float)
     source_kernels, target_kernels   kernel counts per side (int)
@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
 from porter.analysis.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
 from porter.analysis.stacks import STACK_NAMES, first_step_for

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.attribute import EndToEnd
-from porter.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpaired_ratio
+from porter.core.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpaired_ratio
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"

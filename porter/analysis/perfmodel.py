@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.analysis.opcost import FLOAT_DTYPES, canonical_dtype, op_costs
 
 __all__ = [

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.optime import DEVICE, op_times
-from porter.opclass import classify_op
+from porter.core.opclass import classify_op
 
 
 EPILOGUE_SHARE = 0.05  # below this share of a fusion's estimated cost a member is an epilogue

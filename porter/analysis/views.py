@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.opshape import compact
-from porter.units import short_dtypes, short_shapes
+from porter.core.units import short_dtypes, short_shapes
 
 GROUPINGS = ("op", "op-shape", "module", "class", "kernel")
 

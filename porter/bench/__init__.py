@@ -5,7 +5,7 @@ own Stacks) -> ``records`` -> ``store`` (SQLite / PostgreSQL) and ``parquet`` (o
 per run) -> ``regress`` (verdicts per series, using ``stats``) -> ``report`` (the page,
 rendered by reports/bench_page.py). ``context`` names series and records what ran where.
 
-May import: porter.capture, porter.targets (runner and steps only), porter.errors,
-porter.atomic and reports/; never the analysis, the diagnosis pipeline or the CLI. The
+May import: porter.capture, porter.targets (runner and steps only), porter.core.errors,
+porter.core.atomic and reports/; never the analysis, the diagnosis pipeline or the CLI. The
 history side (store, stats, regress, report, records, parquet, context) imports no torch.
 """

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from porter.bench.records import CaseResult, RunRecord
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 COLUMNS = ("run_id", "suite", "started_at", "finished_at", "environment", "context", "position", "case", "device_class",
            "target", "spec", "status", "error", "number", "unstable", "info", "idx", "seconds")

@@ -15,7 +15,7 @@ from porter.bench.context import SeriesKey
 from porter.bench.records import OK, RunRecord, now_iso
 from porter.bench.regress import REGRESSION, SUSPECT, RegressReport, regress
 from porter.bench.store import Store, safe_url
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from reports.bench_page import BenchPage, CaseTable, SeriesTrend, StackRow, TrendPoint, write_bench_report
 
 

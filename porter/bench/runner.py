@@ -12,7 +12,7 @@ Per case:
    case's practical threshold (it could not resolve a threshold-sized change), or whose
    IQR/median exceeds stats.UNSTABLE_SPREAD, is marked unstable and never alerts.
 
-Interleaving is written here rather than in porter/capture/timing.py (which times one
+Interleaving is written here rather than in porter/runtime/timing.py (which times one
 target at a time for captures); the spread check reuses its Timing.
 Nothing is written while a run is in progress: the caller stores the finished RunRecord
 in one transaction, so an interrupted run leaves the store as it was.
@@ -32,7 +32,7 @@ from porter.bench.records import FAILED, CaseResult, RunRecord, new_run_id, now_
 from porter.bench.stats import admitted, ci_half_width
 from porter.bench.steps import Step, prepare_step
 from porter.bench.suite import Case, Suite
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.targets import resolve
 
 @dataclass(frozen=True)

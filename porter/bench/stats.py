@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from porter.capture.timing import Timing
+from porter.runtime.timing import Timing
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
@@ -56,7 +56,7 @@ ADMISSION_METHOD = ("noise admission: stable when the median's 95% interval is w
 
 
 def spread(samples: Sequence[float]) -> float:
-    """IQR / median (porter.capture.timing.Timing's definition)."""
+    """IQR / median (porter.runtime.timing.Timing's definition)."""
     return Timing(list(samples)).spread
 
 

@@ -16,7 +16,7 @@ import torch
 
 from porter.bench.suite import Case
 from porter.capture.models import ModelSpec, fingerprint, load_model
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.targets import Stack, resolve
 from porter.targets.base import first_tensor
 from porter.targets.ceilings import torch_sync

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from porter.bench.records import CaseResult, RunRecord
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS environments (id TEXT PRIMARY KEY, body TEXT NOT NULL)",

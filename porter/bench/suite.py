@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 MODES = ("inference", "train")
 DTYPES = ("float32", "float64", "bfloat16", "float16")

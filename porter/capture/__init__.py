@@ -4,7 +4,7 @@ Holds the capture workflow (``run.py``), what it is asked to do (``options.py``,
 unprofiled timing (``timing.py``) and the model specs (``models/``). The stacks themselves
 live in ``porter.targets`` (one file each), which this layer drives.
 
-May import: porter.targets, porter.bundle, porter.schema, porter.errors. Never the analysis,
+May import: porter.targets, porter.bundles.bundle, porter.core.schema, porter.core.errors. Never the analysis,
 the reports or the CLI. This file imports nothing, so ``porter.capture.options`` stays
 torch-free.
 """

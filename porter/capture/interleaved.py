@@ -8,7 +8,7 @@ each pair in the opposite order to the last (A B, B A, ...). Whichever side runs
 in a pair tends to run faster (warm caches), so the ratio is taken per block of two
 consecutive pairs (A B B A: both orders, summed per side), which cancels that advantage
 and any steady drift in the machine's speed. Like torch.utils.benchmark's adaptive_autorange,
-sampling continues until the ratio's interval (porter.stats: block bootstrap widened to
+sampling continues until the ratio's interval (porter.core.stats: block bootstrap widened to
 wall-time batch means) is narrow enough, after at least min_seconds_narrow of sampling so
 that its chunks see the machine's load change, or the time budget ends; every sample is kept.
 
@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from porter.capture.timing import timed_call
-from porter.stats import RatioInterval, ab_ba_blocks, paired_ratio
+from porter.runtime.timing import timed_call
+from porter.core.stats import RatioInterval, ab_ba_blocks, paired_ratio
 
 Step = Callable[[], Any]  # one synchronised forward
 
@@ -42,7 +42,7 @@ class InterleaveOptions:
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
     # nor before this: the interval's chunks must span the machine's slow drift. Demo runs stopped
     # narrow after 5 s with +-2% and missed each other by 6%; cut from long recordings, full
-    # 10 s runs come out +-4-8% and overlapped in 16 of 17 consecutive triples (porter.stats.CHUNKS)
+    # 10 s runs come out +-4-8% and overlapped in 16 of 17 consecutive triples (porter.core.stats.CHUNKS)
     min_seconds_narrow: float = 10.0
     max_pairs: int = 20000
     budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
@@ -67,11 +67,11 @@ class PairedTiming:
     elapsed_s: float = 0.0
     load_average: float | None = None  # 1-minute load average when sampling ended (None where unknown)
     cpus: int = 0
-    threads: dict[str, Any] | None = None  # porter.capture.threads.ThreadPolicy.to_dict() of a live pair
-    heap: dict[str, Any] | None = None  # porter.capture.allocator.HeapPolicy.to_dict() of a live pair
+    threads: dict[str, Any] | None = None  # porter.runtime.threads.ThreadPolicy.to_dict() of a live pair
+    heap: dict[str, Any] | None = None  # porter.runtime.allocator.HeapPolicy.to_dict() of a live pair
 
     def interval(self) -> RatioInterval:
-        """Median over A B B A blocks of target/source, bootstrap 95% (porter.stats.paired_ratio)."""
+        """Median over A B B A blocks of target/source, bootstrap 95% (porter.core.stats.paired_ratio)."""
         return paired_ratio(*ab_ba_blocks(self.source_s, self.target_s))
 
     @property

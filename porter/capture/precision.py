@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 # canonical name -> torch dtype; the names porter's tolerance table uses (porter.analysis.accuracy)
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16,

@@ -29,14 +29,14 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from porter.bundle import ACTIVATIONS, RAW, base_manifest, file_sha256, staging, write_manifest, write_tables
-from porter.errors import PorterError
+from porter.bundles.bundle import ACTIVATIONS, RAW, base_manifest, file_sha256, staging, write_manifest, write_tables
+from porter.core.errors import PorterError
 from porter.capture.models import ModelSpec, load_model
-from porter.schema import empty_kernels, empty_ops
+from porter.core.schema import empty_kernels, empty_ops
 from porter.targets import CaptureFailure, Prepared, Stack, resolve
 from porter.capture.options import INPUT_KEY, OUTPUT_KEY, CaptureOptions
 from porter.capture.quiet import third_party_output
-from porter.capture.timing import Timing, time_steps
+from porter.runtime.timing import Timing, time_steps
 
 @dataclass
 class CaptureResult:

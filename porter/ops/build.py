@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from porter.analysis.fixes import load_catalogue
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.ops import confirm, predict
 from porter.ops.cost import cost_matrix
 from porter.ops.inventory import Variant, core_aten_table, decompose, inventory

@@ -16,7 +16,7 @@ import torch
 from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.ops.inventory import Variant, _clone, dtype_name, shape_class, tensors_in
 
 SAMPLES_PER_OPINFO = 3

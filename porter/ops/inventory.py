@@ -16,7 +16,7 @@ import torch
 import torch.fx
 from torch._ops import OpOverload
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.targets.base import module_path
 
 

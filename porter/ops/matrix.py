@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from porter.atomic import atomic_write_text
-from porter.errors import PorterError
+from porter.core.atomic import atomic_write_text
+from porter.core.errors import PorterError
 
 NATIVE, DECOMPOSED, HOST_FALLBACK, UNSUPPORTED, MISMATCH = (
     "native", "decomposed", "host_fallback", "unsupported", "numerics_mismatch")

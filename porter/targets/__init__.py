@@ -7,7 +7,7 @@ unavailable by ``targets_table()`` rather than breaking the CLI. Shared here: ``
 ``torch_common.py``, ``failure.py`` (naming the failing op), ``ceilings.py`` (measured
 device ceilings) and ``torchax_shim.py`` (the one place that works around torchax's import).
 
-May import: porter.errors and porter.schema; never the analysis, the reports or the CLI.
+May import: porter.core.errors and porter.core.schema; never the analysis, the reports or the CLI.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Iterator
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 from porter.targets.base import (
     AUTO_DEVICE,
     DEFAULT_STACK,

@@ -26,12 +26,12 @@ import torch
 if TYPE_CHECKING:
     import pandas as pd
 
-from porter.errors import PorterError, TargetUnavailable
+from porter.core.errors import PorterError, TargetUnavailable
+from porter.core.tags import module_path, module_range
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "rocm", "mps", "tpu")
 AUTO_DEVICE = "auto"  # a bare stack name: the stack picks its own default platform
 DEFAULT_STACK: dict[str, str] = {"cpu": "eager", "cuda": "eager", "rocm": "eager", "mps": "eager", "tpu": "xla"}
-MODULE_RANGE_PREFIX = "porter.module:"
 
 
 class CaptureFailure(PorterError):
@@ -103,15 +103,6 @@ class Activations:
     source: str = ""  # how they were taken, e.g. "hooks", "eager hooks on the same device"
 
 
-def module_path(qualified_name: str) -> str:
-    """named_modules() name -> porter module path ('blocks.0.attn' -> 'blocks/0/attn')."""
-    return qualified_name.replace(".", "/")
-
-
-def range_name(path: str) -> str:
-    return f"{MODULE_RANGE_PREFIX}{path}"
-
-
 def first_float_tensor(value: Any) -> torch.Tensor | None:
     """The first floating-point tensor leaf of a pytree (HF ModelOutput included), or None."""
     leaves = torch.utils._pytree.tree_leaves(value)
@@ -155,7 +146,7 @@ class ModuleTracker:
 
 def torch_range(qualified_name: str) -> ContextManager[Any]:
     """The profiler range that tags a module's work in torch traces: porter.module:<path>."""
-    return torch.profiler.record_function(range_name(module_path(qualified_name)))
+    return torch.profiler.record_function(module_range(module_path(qualified_name)))
 
 
 @contextlib.contextmanager

@@ -8,10 +8,10 @@ the third ``aten::view`` of ``attention/self`` is ``view#2`` on every stack that
 program. Under torchax every dispatched op opens its own ``jax.named_scope(<op>)``; porter
 wraps it in ``porter.call:<op>#<k>`` (see ``call_scope``), so each HLO op's op_name reads
 ``.../porter.module:<m>/porter.call:view#2/aten::view/reshape`` and the reader recovers
-(module, op, k) (profilers.porter_tags.call_from_tags). Named scopes are metadata: the
+(module, op, k) (porter.core.tags.call_from_tags). Named scopes are metadata: the
 compiled program is the same with or without them.
 
-Ops are counted under their canonical name (porter.opclass.canonical_op: no ``aten::``
+Ops are counted under their canonical name (porter.core.opclass.canonical_op: no ``aten::``
 namespace, no overload, no dunder), because torchax sees some calls at the torch-function level
 (``linear``) and others at the aten level (``aten::add.Tensor``), and the eager profiler names
 them ``aten::linear`` and ``aten::add``. A torch function torchax does not lower
@@ -27,17 +27,8 @@ import contextlib
 from collections import Counter
 from typing import Any, Callable, Iterator
 
-from porter.opclass import canonical_op
-
-CALL_TAG = "porter.call:"  # == profilers.porter_tags.CALL_TAG (a test checks)
-
-
-def call_scope(op: str, index: int) -> str:
-    """The scope name that tags the index-th call of (canonical) op within its module:
-    ``porter.call:view#2``. The op is in the tag itself: the scope torchax opens next is not
-    always the op's (a tensor constructor opens none)."""
-    return f"{CALL_TAG}{op}#{index}"
-
+from porter.core.opclass import canonical_op
+from porter.core.tags import CALL_TAG, call_scope
 
 class CallCounter:
     """Counts op calls per (module, canonical op) within one forward."""

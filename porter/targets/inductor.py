@@ -63,7 +63,7 @@ class TorchInductor(TorchStack):
     native_module_outputs = False  # hooks inside the compiled graph would break it (ARCHITECTURE facts)
 
     def __init__(self) -> None:
-        self.compile_log: list[str] = []  # per-module/per-op compiles' log lines (porter.accuracy_run keeps them)
+        self.compile_log: list[str] = []  # per-module/per-op compiles' log lines (porter.accuracy.live keeps them)
 
     def make_call(self, prepared: Prepared):
         from torch._inductor.compile_fx import compile_fx

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from porter.schema import encode_call_members, encode_members
+from porter.core.schema import encode_call_members, encode_members
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
@@ -121,7 +121,7 @@ def node_calls(gm: torch.fx.GraphModule, modules: dict[str, str]) -> dict[str, s
     module node_modules inferred differently (from its neighbours) gets no call, as does a node
     a rewrite made (no source_fn_stack). Within one compiled region: a graph break inside a
     module restarts its counts."""
-    from porter.opclass import canonical_op
+    from porter.core.opclass import canonical_op
 
     named: dict[str, tuple[str, str, int]] = {}  # node -> (module, op, dynamo number)
     for node in gm.graph.nodes:
@@ -255,7 +255,7 @@ def handle_calls(record: RegionRecord) -> dict[str, str]:
 
 def handle_call_members(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> its fresh nodes' op calls, each in its own module with its share of
-    their estimated cost (porter.schema.encode_call_members; only handles of two calls or more).
+    their estimated cost (porter.core.schema.encode_call_members; only handles of two calls or more).
     A view costs nothing (a dense layer's output ``view`` inside the GELU kernel after it is
     indexing there): its call is listed with share 0, so the GELU's call takes the kernel whole
     even when that view pulled the kernel's module up to the block holding both. Only when the

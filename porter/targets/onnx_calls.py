@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from porter.opclass import canonical_op, classify_op
-from porter.schema import encode_call_members, encode_members
+from porter.core.opclass import canonical_op, classify_op
+from porter.core.schema import encode_call_members, encode_members
 from porter.targets.base import module_path
 
 HEAVY_ONNX = {"Conv": "conv", "ConvTranspose": "conv", "Gemm": "matmul", "MatMul": "matmul"}

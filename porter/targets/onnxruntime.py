@@ -22,9 +22,9 @@ from typing import Any, Iterator
 
 import torch
 
-from porter.capture.timing import timed_call
-from porter.errors import PorterError
-from porter.schema import encode_call_members, encode_members
+from porter.runtime.timing import timed_call
+from porter.core.errors import PorterError
+from porter.core.schema import encode_call_members, encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
@@ -204,14 +204,14 @@ def _parts(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dic
 
 def fused_members(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dict[str, tuple[int, ...]]) -> str:
     """The replaced original nodes by module with their share of the estimated cost, as JSON
-    [[module, op, share], ...] (porter.schema.encode_members); '' within one module or unknown."""
+    [[module, op, share], ...] (porter.core.schema.encode_members); '' within one module or unknown."""
     return encode_members(_parts(replaced, nodes, dims, "members", "framework_op"))
 
 
 def fused_calls(replaced: dict[str, Any], nodes: dict[str, dict[str, str]], dims: dict[str, tuple[int, ...]]) -> str:
     """The replaced original nodes by the op call each came from (a Conv, its BatchNorm and its
     ReLU folded into one node are three calls), with their share of the estimated cost, as
-    JSON [[module, '<op>#<k>', share], ...] (porter.schema.encode_call_members); '' for one call."""
+    JSON [[module, '<op>#<k>', share], ...] (porter.core.schema.encode_call_members); '' for one call."""
     return encode_call_members(_parts(replaced, nodes, dims, "call_members", "call"))
 
 
@@ -283,7 +283,7 @@ class OrtStack(Stack):
     @staticmethod
     def _options() -> Any:
         """Session options; intra-op threads as many as torch's, so porter's thread policy
-        (porter/capture/threads.py: one per side on a live pair) holds for ORT too. ORT's own
+        (porter/runtime/threads.py: one per side on a live pair) holds for ORT too. ORT's own
         default is a pool per physical core whose threads spin, which a CPU-time headline
         would count for every thread."""
         import onnxruntime as ort

@@ -101,7 +101,7 @@ class TorchStack(Stack):
     def _profiled_steps(self, prepared: Prepared, steps: int, path: Path, shapes: bool) -> list[float]:
         """One profiler warm-up step (dropped by the schedule), then `steps` recorded ones
         written to path; each recorded step's wall time."""
-        from porter.capture.timing import timed_call
+        from porter.runtime.timing import timed_call
 
         acts = [ProfilerActivity.CPU]
         if prepared.device in ("cuda", "rocm"):

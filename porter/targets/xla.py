@@ -8,7 +8,7 @@ forward hook leaves it, so every HLO op carries the scopes of the modules around
 only while tracing, so the compiled program is the same with or without them (named
 scopes are metadata). ``<name>`` is the qualified name with its dots: a scope name must
 not contain "/" (the op_name separator); the reader turns the innermost
-marker back into the porter path (``blocks/0/attn``) (profilers/porter_tags.py, used by the
+marker back into the porter path (``blocks/0/attn``) (porter/core/tags.py, used by the
 XPlane reader), the same path the torch stacks use. Each op call a module's forward makes
 is tagged too, ``porter.call:<k>`` (porter.targets.call_tags), so an HLO op names the call
 it came from: (module, op, call index within the module).
@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
+from porter.core.tags import module_scope
 from porter.targets.call_tags import torchax_call_scopes
 from porter.targets.base import (
-    MODULE_RANGE_PREFIX,
     Activations,
     Availability,
     CaptureFailure,
@@ -44,9 +44,6 @@ TPU_REMEDY = "capture on a TPU VM with `porter capture MODEL --on tpu -o DIR` an
 JAX_PLATFORM = {"cpu": "cpu", "tpu": "tpu", "cuda": "cuda", "rocm": "rocm"}
 
 
-def scope_name(qualified_name: str) -> str:
-    """named_modules() name -> the jax.named_scope that tags its ops ('porter.module:blocks.0.attn')."""
-    return f"{MODULE_RANGE_PREFIX}{qualified_name}"
 
 
 @contextlib.contextmanager
@@ -65,18 +62,18 @@ def jax_module_scopes(
     """
     import jax
 
-    with jax.named_scope(scope_name("")):
-        with module_hooks(root, scope=lambda name: jax.named_scope(scope_name(name)),
+    with jax.named_scope(module_scope("")):
+        with module_hooks(root, scope=lambda name: jax.named_scope(module_scope(name)),
                           tracker=tracker, on_output=on_output, on_call=on_call):
             yield
 
 
 def jax_devices(platform: str | None = None) -> list[Any]:
     """jax.devices(platform); the first call of the process starts XLA's client, under
-    porter.capture.threads.one_cpu_while_xla_starts (one pool thread when the policy asks)."""
+    porter.runtime.threads.one_cpu_while_xla_starts (one pool thread when the policy asks)."""
     import jax
 
-    from porter.capture.threads import one_cpu_while_xla_starts
+    from porter.runtime.threads import one_cpu_while_xla_starts
 
     with one_cpu_while_xla_starts():
         return jax.devices(platform) if platform else jax.devices()
@@ -216,7 +213,7 @@ class XlaStack(Stack):
     def profile_impl(self, prepared: Prepared, steps: int, raw_dir: Path) -> Path:
         import jax
 
-        from porter.capture.timing import timed_call
+        from porter.runtime.timing import timed_call
 
         step_s: list[float] = []
         cpu_s: list[float] = []

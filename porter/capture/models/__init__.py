@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 DEFAULT_MODEL = "transformer"
 

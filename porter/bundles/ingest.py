@@ -8,9 +8,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from porter.atomic import OutputError, check_output_dir
-from porter.columns import n_rows
-from porter.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
+from porter.core.atomic import OutputError, check_output_dir
+from porter.core.columns import n_rows
+from porter.bundles.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
                           write_manifest, write_tables)
 from profilers.base import ReadResult
 from profilers.detect import read_trace

@@ -21,10 +21,10 @@ import pandas as pd
 from porter import __version__
 from porter.analysis.align import Alignment, align, unmatched
 from porter.analysis.attribute import EndToEnd, Spread, end_to_end, group_table, rollup, with_module_kind
-from porter.atomic import atomic_write_bytes, check_output_dir
-from porter.bundle import RAW, Bundle, has_activations, is_bundle, staging, write_manifest, write_tables
-from porter.errors import BundleError, PorterError
-from porter.ingest import safe_raw_name
+from porter.core.atomic import atomic_write_bytes, check_output_dir
+from porter.bundles.bundle import RAW, Bundle, has_activations, is_bundle, staging, write_manifest, write_tables
+from porter.core.errors import BundleError, PorterError
+from porter.bundles.ingest import safe_raw_name
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fused_attention_modules, ranked_fix_records
 from porter.analysis.groupcost import group_facts
@@ -120,7 +120,7 @@ def live_pair(source: Bundle, target: Bundle) -> bool:
 
 def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
             accuracy: dict[str, Any] | None = None) -> Diagnosis:
-    """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy_run's block."""
+    """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy.live's block."""
     t0 = time.perf_counter()
     live = live_pair(source, target)
     al = align(source.ops, target.ops, source.kernels, target.kernels, identity=live)
@@ -335,7 +335,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     check_same_model(source, target, force)
     acc, compile_log = None, []
     if has_activations(source) and has_activations(target):  # live captures: torch is needed
-        from porter.accuracy_run import accuracy_block
+        from porter.accuracy.live import accuracy_block
 
         acc = accuracy_block(source, target, model, oracle, progress, live=live)
         compile_log = acc.pop("_compile_log", []) if acc else []
@@ -417,7 +417,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
                    progress: Progress = lambda msg: None, target_dtype: str = "", target_autocast: str = "",
                    **kwargs: Any) -> tuple[Diagnosis, Path]:
     """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
-    through porter.inputs, then diagnose the two bundles. kwargs go to diagnose().
+    through porter.pipeline.inputs, then diagnose the two bundles. kwargs go to diagnose().
 
     capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
     interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.
@@ -425,7 +425,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     torch.autocast to it (porter.capture.precision).
     """
     from porter.capture.options import CaptureOptions
-    from porter.inputs import resolve_pair
+    from porter.pipeline.inputs import resolve_pair
 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
     check_output_dir(out_dir)  # so does a bad -o

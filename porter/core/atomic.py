@@ -6,7 +6,7 @@ Everything porter writes is first staged under a name only porter uses,
 new one, never half of either. A run killed mid-write leaves only such staged entries;
 the next write into that folder removes them (or puts an old bundle back) when their
 process is gone and they are older than the current process. Nothing else there is ever
-deleted or renamed. Directory-sized outputs use porter.bundle.staging(); files use
+deleted or renamed. Directory-sized outputs use porter.bundles.bundle.staging(); files use
 atomic_write_bytes/atomic_write_text.
 """
 
@@ -21,7 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from porter.errors import PorterError
+from porter.core.errors import PorterError
 
 STAGED = re.compile(r"^\.porter-(new|old)-(\d+)-([0-9a-f]{8})-(.+)$")
 PROCESS_START = time.time()  # staged entries older than this and of a dead process are stale

@@ -1,6 +1,6 @@
 """On-disk bundle: manifest.json + ops.parquet + kernels.parquet + raw/ (+ activations/).
 
-Every bundle is built in a staged sibling directory (porter.atomic) and renamed into
+Every bundle is built in a staged sibling directory (porter.core.atomic) and renamed into
 place, so an interrupted write leaves either the old bundle or the new one, never half of
 either.
 """
@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Union
 
-from porter import __version__, columns
-from porter.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
-from porter.errors import BundleError
-from porter.schema import KERNEL_COLUMNS, OPS_COLUMNS, SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops
+from porter import __version__
+
+from porter.core import columns
+from porter.core.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
+from porter.core.errors import BundleError
+from porter.core.schema import KERNEL_COLUMNS, OPS_COLUMNS, SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops
 
 if TYPE_CHECKING:  # pandas loads when a bundle is read into DataFrames, not to write one
     import pandas as pd

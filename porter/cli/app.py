@@ -11,10 +11,10 @@ from typing import Any, Callable, Iterator, Optional
 
 import typer
 
-from porter import cli_params
-from porter.atomic import OutputError
-from porter.errors import PorterError
-from porter.units import fmt_us
+from porter.cli import params as cli_params
+from porter.core.atomic import OutputError
+from porter.core.errors import PorterError
+from porter.core.units import fmt_us
 
 
 def _flag_type_hidden() -> None:
@@ -193,7 +193,7 @@ def stage_progress(title: str, stages: tuple[str, ...]) -> Iterator[Callable[[st
 @contextlib.contextmanager
 def _file_bars(bar: Any) -> Iterator[None]:
     """One more row of `bar` per big trace while it is read (MiB decompressed so far; the
-    parallel readers relay theirs, porter/inputs.py): rich allows one live display at a time."""
+    parallel readers relay theirs, porter/pipeline/inputs.py): rich allows one live display at a time."""
     from rich.markup import escape
 
     from profilers import progress as read_progress_hook
@@ -344,8 +344,8 @@ def ingest(
     """
     import pyarrow  # noqa: F401 - writes the tables; imported before the collector comes back on
 
-    from porter.bundle import load_manifest
-    from porter.ingest import ingest as ingest_one
+    from porter.bundles.bundle import load_manifest
+    from porter.bundles.ingest import ingest as ingest_one
 
     imports_settled()
     set_max_inflate(max_inflate)
@@ -354,7 +354,7 @@ def ingest(
         try:
             with read_progress():
                 dest = ingest_one(trace, out_dir, fmt, taken=written)
-            manifest = load_manifest(dest)  # the tables stay unread: no pandas (porter.columns)
+            manifest = load_manifest(dest)  # the tables stay unread: no pandas (porter.core.columns)
         except OutputError as exc:
             fail(exc)  # the next trace cannot be written there either
         except PorterError as exc:
@@ -377,7 +377,7 @@ NUMBER_COLUMNS_WIDTH = 46  # what `porter show`'s number columns and borders tak
 
 def _key_cell(key: str, by: str, width: int) -> str:
     """A row's name for a table cell: module paths shortened from the middle, others wrap."""
-    from porter.summary import abbreviate
+    from reports.terminal import abbreviate
 
     return abbreviate(key, width) if by == "module" else key
 
@@ -395,7 +395,7 @@ def show(
     Examples: porter show bundles/h100_Qwen --by module --top 20 ;
     porter show diag/ --by op-shape (both sides of a diagnosis)
     """
-    from porter.ingest import open_any
+    from porter.bundles.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
     imports_settled()
@@ -439,7 +439,7 @@ def show_diagnosis(diag: Path, by: str, top: int) -> None:
 
     from rich.markup import escape
 
-    from porter.summary import op_shape_name
+    from reports.terminal import op_shape_name
 
     block = {"op-shape": "by_op_shape", "module": "by_module", "class": "by_class"}.get(by)
     if block is None:
@@ -499,8 +499,8 @@ def diagnose(
     import orjson
 
     from porter.capture.options import CaptureOptions
-    from porter.diagnose import diagnose_specs, render_reports
-    from porter.summary import summary_lines
+    from porter.pipeline.diagnose import diagnose_specs, render_reports
+    from reports.terminal import summary_lines
 
     imports_settled()
     if runs_no_model(sys.argv[1:]):

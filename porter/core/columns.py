@@ -4,7 +4,7 @@ and written to Parquet without pandas.
 A reader builds its tables as columns; pandas, whose import costs ~0.45 s of CPU (more
 than `porter ingest` of a 20k-event trace spends on all the rest), is loaded only when an
 analysis needs a DataFrame (`to_frame`). The checks here are the schema's own: a DataFrame
-is checked by turning it into columns (`porter.schema.validate`).
+is checked by turning it into columns (`porter.core.schema.validate`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from porter.schema import (
+from porter.core.schema import (
     KERNEL_COLUMNS, KERNEL_KINDS, OP_CLASSES, OPS_COLUMNS, Column, SchemaViolation, dtype_of, unknown_of,
 )
 

@@ -13,7 +13,7 @@ import math
 import textwrap
 from typing import Any
 
-from porter.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
+from porter.core.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"

@@ -15,14 +15,14 @@ silently (every module not compared is listed with its reason).
   propagated error exceeds tolerance (the suspect); ``porter capture ... --modules SUSPECT``
   saves full calls for it on both hosts, and each side's output is checked against the
   module replayed in float32 eager on the CPU on that side's own recorded input.
-* down to the op: inside each module that introduces error, porter.accuracy_ops replays its
+* down to the op: inside each module that introduces error, porter.accuracy.replay replays its
   aten ops one at a time on the target.
 * optional fp64 oracle: the model in float64, eager on the CPU, sketched at the same
   positions; each module and the output get porter.analysis.accuracy.oracle_verdict.
 * precision ports (the target ran cast to another dtype, ``--dtype``): the target's module
   runs alone in that dtype, tolerances follow the coarser dtype, and each module (and the
   op named) is judged against float64 and against what its dtype implies
-  (porter.accuracy_precision).
+  (porter.accuracy.precision).
 
 The block it returns is diagnosis.json's `accuracy` (docs/diagnosis.md).
 """
@@ -40,14 +40,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from porter.accuracy_ops import record_ops, replay_ops
-from porter.accuracy_precision import PrecisionVerdict, innermost_beyond, module_verdict, op_verdict
+from porter.accuracy.replay import record_ops, replay_ops
+from porter.accuracy.precision import PrecisionVerdict, innermost_beyond, module_verdict, op_verdict
 from porter.analysis.accuracy import (
     INTRODUCES_SHARE, ORACLE_MULTIPLIER, TOLERANCES, ErrorMetrics, NAN_METRICS, Sketches, compare_sketches, error_metrics, first_over,
     introducers, load_sketches, oracle_verdict, tolerance_for,
 )
 from porter.analysis.opcost import canonical_dtype
-from porter.bundle import ACTIVATIONS, Bundle, has_activations
+from porter.bundles.bundle import ACTIVATIONS, Bundle, has_activations
 from porter.capture.options import OUTPUT_KEY
 from porter.capture.precision import DTYPES, cast_tree, with_autocast
 from porter.targets import get_stack
@@ -236,7 +236,7 @@ def live_local(model: Any, target: Bundle, tol: float, progress: Callable[[str],
     """Every called module alone on the target, fed its actual recorded call, compared as it
     finishes and dropped; modules over tolerance (not explained by a child) replayed op by op.
     A precision port runs each module's copy in port.cast_to on the call cast to it, and
-    judges each module against float64 and its dtype (porter.accuracy_precision)."""
+    judges each module against float64 and its dtype (porter.accuracy.precision)."""
     stack, device, why = _target_stack(model, target)
     if stack is None:
         return LocalRun(how=why)
@@ -329,7 +329,7 @@ def suspect_local(model: Any, source: Bundle, target: Bundle, suspects: list[str
     The target's error is the module's local error; the source's is kept beside it. A side
     saved in another dtype (a precision port) is replayed on its input promoted to the
     model's dtype, and the target's output is judged against float64 and its dtype, the
-    float32 replay standing in for the source (porter.accuracy_precision)."""
+    float32 replay standing in for the source (porter.accuracy.precision)."""
     src_calls, tgt_calls = _saved_calls(source), _saved_calls(target)
     saved = [p for p in suspects if _leaves(src_calls, p, "out") and _leaves(tgt_calls, p, "out")]
     local = LocalRun(how="suspects only: each side's saved output against the module replayed in float32 eager on "

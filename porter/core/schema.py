@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-if TYPE_CHECKING:  # pandas loads when a DataFrame is made (porter.columns: ~0.45 s a process)
+if TYPE_CHECKING:  # pandas loads when a DataFrame is made (porter.core.columns: ~0.45 s a process)
     import pandas as pd
 
 SCHEMA_VERSION = 1
 
-# Canonical op classes, shared by every reader (porter.opclass assigns them).
+# Canonical op classes, shared by every reader (porter.core.opclass assigns them).
 OP_CLASSES: tuple[str, ...] = (
     "matmul",
     "conv",
@@ -238,8 +238,8 @@ def _check_kinds(df: pd.DataFrame, columns: tuple[Column, ...], table: str) -> N
 
 def validate(ops: pd.DataFrame, kernels: pd.DataFrame) -> None:
     """Check both tables against the schema and the invariants that tie them together
-    (porter.columns holds the invariants, checked on the tables' numpy columns)."""
-    from porter.columns import check_invariants, from_frame
+    (porter.core.columns holds the invariants, checked on the tables' numpy columns)."""
+    from porter.core.columns import check_invariants, from_frame
 
     _check_kinds(ops, OPS_COLUMNS, "ops")
     _check_kinds(kernels, KERNEL_COLUMNS, "kernels")

@@ -4,7 +4,7 @@ A side is a bundle directory, a recorded trace file, or a target to capture now
 (``cpu``, ``xla``, ``cpu:inductor``...). ``resolve_pair`` decides which for both sides,
 checks that every target to capture is available here before capturing either (a
 missing GPU fails in a second, not after the source's capture), captures live sides into
-porter-named scratch folders (porter.atomic) and removes those on the way out, success or failure. diagnose()
+porter-named scratch folders (porter.core.atomic) and removes those on the way out, success or failure. diagnose()
 then only ever sees two bundles.
 
 Trace and bundle inputs never import torch: the target parser is imported only when a
@@ -23,10 +23,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from porter.atomic import staged_path
-from porter.bundle import Bundle, is_bundle
-from porter.errors import PorterError
-from porter.ingest import open_any
+from porter.core.atomic import staged_path
+from porter.bundles.bundle import Bundle, is_bundle
+from porter.core.errors import PorterError
+from porter.bundles.ingest import open_any
 
 Progress = Callable[[str], None]
 SIDES = ("source", "target")
@@ -93,7 +93,7 @@ def check_available(specs: list[InputSpec]) -> None:
 
 
 def scratch_dir(workdir: Path, role: str) -> Path:
-    """A fresh folder name of porter's own (porter.atomic's staged pattern) for one live
+    """A fresh folder name of porter's own (porter.core.atomic's staged pattern) for one live
     capture: removing it afterwards can never remove a user's folder, and one a killed
     run left is cleaned by the next write into workdir."""
     return staged_path(Path(workdir) / f"capture-{role}")
@@ -115,9 +115,9 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     live = [s for s in specs if s.kind is InputKind.TARGET]
     with contextlib.ExitStack() as stack:
         threads = heap = None
-        if len(live) == 2:  # both captured here: one intra-op thread per side (porter.capture.threads),
-            from porter.capture.allocator import keep_freed_memory  # and freed memory kept (allocator.py)
-            from porter.capture.threads import applied, current
+        if len(live) == 2:  # both captured here: one intra-op thread per side (porter.runtime.threads),
+            from porter.runtime.allocator import keep_freed_memory  # and freed memory kept (allocator.py)
+            from porter.runtime.threads import applied, current
 
             threads = stack.enter_context(applied(current()))
             heap = keep_freed_memory()
@@ -197,7 +197,7 @@ def side_options(options: Any, role: str, target_dtype: str, target_autocast: st
 def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None,
                    heap: Any = None) -> Any:
     """Interleaved unprofiled timing of the two captured forwards; None unless both ran here.
-    threads / heap: the porter.capture.threads.ThreadPolicy and porter.capture.allocator.HeapPolicy
+    threads / heap: the porter.runtime.threads.ThreadPolicy and porter.runtime.allocator.HeapPolicy
     both sides ran under (kept with the timing)."""
     if set(runs) != set(SIDES):
         return None
