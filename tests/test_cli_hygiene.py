@@ -82,7 +82,7 @@ def test_only_the_run_command_is_built_and_help_is_whole(monkeypatch):
                         lambda self, *a, **k: seen.append([c.callback.__name__ for c in self.registered_commands]))
     try:
         for argv in (["porter", "--debug", "show", "x"], ["porter", "--help"], ["porter", "shwo"]):
-            monkeypatch.setattr(cli.sys, "argv", argv)
+            monkeypatch.setattr("sys.argv", argv)
             cli.main()
     finally:
         gc.enable()  # main() holds the collector off until a command's callback turns it on

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from porter.core import columns
-from porter.cli.app import runs_no_model
+from porter.cli.process import runs_no_model
 from porter.core.factorize import _numbers, _objects, factorize
 from porter.core.schema import KERNEL_COLUMNS, OPS_COLUMNS, SchemaViolation, coerce_ops
 from profilers.detect import read_trace

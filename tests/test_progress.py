@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from porter.cli import app as cli
+from porter.cli import console as cli
 
 
 def test_terminal_bar_runs_through_the_stages(monkeypatch) -> None:

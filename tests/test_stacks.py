@@ -9,7 +9,7 @@ import pytest
 
 from conftest import corpus_dir
 from porter.analysis.fixes import load_catalogue
-from porter.analysis.stacks import STACK_NAMES, first_step_for, stack_of
+from porter.core.stacks import STACK_NAMES, STACKS, first_step_for, stack_of
 
 DEVICE_OF = {"xla-cpu": "cpu", "xla-gpu": "cuda", "xla-tpu": "tpu", "cuda": "cuda", "rocm": "rocm", "mtia": "mtia",
              "torch-cpu": "cpu", "inductor-cpp": "cpu", "inductor-triton": "cuda", "ort": "cpu"}
@@ -86,7 +86,7 @@ def test_an_op_that_became_a_sort_gets_the_sort_fix_not_fusion():
     with the XLA step; 'turn on fusion' needs more kernels on the target and stays out."""
     import pandas as pd
 
-    from porter.analysis.fixes import rank_fixes
+    from porter.analysis.fixrank import rank_fixes
 
     groups = pd.DataFrame([dict(
         group_id="m", module="head/stats", op_class="reduction", framework_op="sort", source_framework_op="aten::median",
@@ -98,3 +98,20 @@ def test_an_op_that_became_a_sort_gets_the_sort_fix_not_fusion():
     sort_fix = fixes["avoid-sort-lowering"]
     assert sort_fix.first_step.startswith("On XLA:CPU: ") and "top_k" in sort_fix.first_step
     assert "the target runs a sort" in sort_fix.why
+
+
+def test_one_registry_names_every_stack_and_what_it_owns():
+    """The targets, `porter ops`, the benchmark's train step and the fix catalogue all read the
+    one registry (porter.core.stacks.STACKS): a stack registered there is one a user can name."""
+    from porter.ops.build import predictor, runner
+    from porter.targets import STACK_MODULES, get_stack
+
+    assert list(STACK_MODULES) == list(STACKS) == ["eager", "inductor", "xla", "ort"]
+    for name, info in STACKS.items():
+        assert get_stack(name).name == name  # the module it names exposes that stack
+        for device in ("cpu", "cuda", "rocm", "tpu"):
+            assert info.catalogue_key(device) in STACK_NAMES
+        if info.ops_predictor:
+            assert callable(predictor(name)) and callable(runner(name))
+    assert [n for n, s in STACKS.items() if s.train_step] == ["eager", "inductor"]
+    assert stack_of({"target": {"stack": "xla"}, "device": {"type": "cuda"}}) == "xla-gpu"

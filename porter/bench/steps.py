@@ -17,11 +17,11 @@ import torch
 from porter.bench.suite import Case
 from porter.capture.models import ModelSpec, fingerprint, load_model
 from porter.core.errors import PorterError
+from porter.core.stacks import STACKS
 from porter.targets import Stack, resolve
 from porter.targets.base import first_tensor
 from porter.targets.ceilings import torch_sync
 
-TRAIN_STACKS = ("eager", "inductor")
 TRAIN_LR = 1e-4  # small enough that a few hundred steps keep the numbers finite
 
 
@@ -63,7 +63,7 @@ def case_model(case: Case) -> ModelSpec:
 def _train_step(stack: Stack, prepared: Any) -> Callable[[], Any]:
     module: torch.nn.Module = prepared.handle
     module.train()
-    fn = torch.compile(module) if stack.name == "inductor" else module
+    fn = torch.compile(module) if STACKS[stack.name].compiles_train_step else module
     opt = torch.optim.SGD(module.parameters(), lr=TRAIN_LR)
 
     def step() -> None:
@@ -82,8 +82,9 @@ def prepare_step(case: Case, target: str) -> Step:
     """Resolve, check availability, prepare and run once (compile); errors propagate."""
     spec, stack = resolve(target)
     stack.availability(spec.device).raise_if_missing(spec.text)
-    if case.mode == "train" and stack.name not in TRAIN_STACKS:
-        raise PorterError(f"train mode runs on the {' and '.join(TRAIN_STACKS)} stacks, not {stack.name}")
+    if case.mode == "train" and not STACKS[stack.name].train_step:
+        trains = [name for name, info in STACKS.items() if info.train_step]
+        raise PorterError(f"train mode runs on the {' and '.join(trains)} stacks, not {stack.name}")
     model = case_model(case)
     prepared = stack.prepare(model, spec.device)
     if case.mode == "train":

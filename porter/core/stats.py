@@ -6,9 +6,7 @@ saw; the median of those ratios resists the occasional stalled sample. The inter
 percentile bootstrap of that median, resampling runs of consecutive pairs (a moving-block
 bootstrap: load drifts over many pairs), seeded so one set of samples always gives one
 interval. Load on a shared machine also drifts over seconds, longer than any block a
-10-second run can resample (on this 2-core machine with other jobs running, the median
-ratio of consecutive 10 s windows of one process moved by 3-4% (sd), while each window's
-block-bootstrap interval was +-2%); so the interval is widened to at least a batch-means
+10-second run can resample (BENCHMARKS.md, "Lab notes: interval width"); so the interval is widened to at least a batch-means
 interval over CHUNKS equal-time chunks of the run (the standard interval for autocorrelated
 simulation output), which sees drift on the scale of the whole run. Unpaired samples
 (profiled steps of two recorded traces) resample each side on its own and take the ratio
@@ -134,8 +132,8 @@ def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamp
     bootstrap 95% interval.
 
     Pairs taken seconds apart are not independent: another process's load comes and goes
-    over many pairs, so neighbouring ratios move together (on this 2-core machine with a
-    busy loop beside it, a run's first and last thirds differed by 20%). Resampling single
+    over many pairs, so neighbouring ratios move together (a run's thirds can differ by
+    tens of percent beside a busy loop). Resampling single
     pairs would treat that drift as independent noise and give an interval too narrow for
     the next run to land in; resampling runs of block_length() consecutive pairs keeps it.
     On independent pairs the interval is the plain bootstrap's, give or take. block: a fixed

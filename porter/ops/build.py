@@ -4,6 +4,7 @@ a stack entry saying why, never an error."""
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,7 +15,8 @@ import torch
 
 from porter.analysis.fixes import load_catalogue
 from porter.core.errors import PorterError
-from porter.ops import confirm, predict
+from porter.core.stacks import STACKS, ops_stacks
+from porter.ops import confirm
 from porter.ops.cost import cost_matrix
 from porter.ops.inventory import Variant, core_aten_table, decompose, inventory
 from porter.ops.matrix import Cell, Matrix, OpRow, StackInfo, Verdict
@@ -22,7 +24,6 @@ from porter.ops.oneop import OneOp, eager, fp64_reference
 from porter.targets import resolve
 
 DEFAULT_TARGETS = ("xla", "cpu:inductor", "cpu:ort")
-PREDICTORS: dict[str, Callable[[Variant], Verdict]] = {"inductor": predict.predict_inductor, "xla": predict.predict_xla}
 ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 
 
@@ -31,12 +32,12 @@ def stack_infos(targets: list[str], run: bool = True, mode: str = "model") -> li
     out = []
     for text in targets:
         spec, stack = resolve(text)
-        if spec.stack not in (*PREDICTORS, "ort"):
+        if spec.stack not in ops_stacks():
             raise PorterError(f"porter ops has no registry reader for stack {spec.stack!r}",
-                              hint="use xla, cpu:inductor or cpu:ort")
+                              hint=f"use one of: {', '.join(ops_stacks())}")
         a = stack.availability(spec.device)
         info = StackInfo(spec.text, a.ok, "" if a.ok else f"not available: {a.reason}")
-        if a.ok and spec.stack == "ort" and mode == "core-aten":
+        if a.ok and STACKS[spec.stack].ops_exports and mode == "core-aten":
             info = StackInfo(spec.text, False, "not available in --all-core-aten: exporting each op to ONNX "
                                                "alone takes seconds per op; check a model's ops with porter ops MODEL --on cpu:ort")
         if a.ok:
@@ -46,6 +47,21 @@ def stack_infos(targets: list[str], run: bool = True, mode: str = "model") -> li
 
 
 INDUCTOR_BATCH = 16  # ops compiled together: one g++ build instead of one per op
+INDUCTOR_RUNNER = "porter.ops.confirm:run_inductor"  # the runner whose ops compile in batches
+
+
+def _named(ref: str) -> Callable:
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def predictor(stack: str) -> Callable[[Variant], Verdict]:
+    """The stack's registry predictor (porter.core.stacks names it)."""
+    return _named(STACKS[stack].ops_predictor)
+
+
+def runner(stack: str) -> Callable[[Variant, OneOp], confirm.Outcome]:
+    return _named(STACKS[stack].ops_runner)
 
 
 @dataclass
@@ -86,15 +102,15 @@ def inductor_outcomes(prepared: list[ReadyOp], progress: Callable[[str], None] |
 
 def cell_for(stack: str, device: str, p: ReadyOp, ran: confirm.Outcome | None = None) -> Cell:
     v, one = p.variant, p.one
-    if stack == "ort":
+    if STACKS[stack].ops_exports:
         if one is None:
             return Cell(Verdict("unsupported", "not run: no inputs to export the op with"))
         predicted, outcome = confirm.run_ort(v, one, ORT_PROVIDERS.get(device, "CPUExecutionProvider"))
     else:
-        predicted = PREDICTORS[stack](v)
+        predicted = predictor(stack)(v)
         if one is None:
             return Cell(predicted)
-        outcome = ran or confirm.RUNNERS[stack](v, one)
+        outcome = ran or runner(stack)(v, one)
     verdict, num = confirm.with_numerics(v, one, outcome, p.same, p.ref)
     return Cell(predicted, verdict, num.rel_l2 if num else None, num.tolerance if num else None)
 
@@ -107,7 +123,7 @@ def build_matrix(model_name: str, variants: list[Variant], targets: list[str], *
     table = core_aten_table()
     prepared = [prepare(v, run) for v in variants]
     ran = {info.target: inductor_outcomes(prepared, progress)
-           for info, stack, _ in stacks if info.available and stack == "inductor"}
+           for info, stack, _ in stacks if info.available and STACKS[stack].ops_runner == INDUCTOR_RUNNER}
     rows: list[OpRow] = []
     for i, p in enumerate(prepared):
         v = p.variant

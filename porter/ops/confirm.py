@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -274,4 +274,3 @@ def with_numerics(v: Variant, one: OneOp, outcome: Outcome, same_dtype: list[tor
                    outcome.verdict.ops), num
 
 
-RUNNERS: dict[str, Callable[[Variant, OneOp], Outcome]] = {"inductor": run_inductor, "xla": run_xla}

@@ -9,13 +9,13 @@ import math
 from typing import Any, Iterable
 
 from porter.analysis.fixes import Catalogue, load_catalogue
+from porter.core.stacks import ops_stacks
 from porter.ops.build import build_matrix
 from porter.ops.cost import cost_matrix
 from porter.ops.inventory import inventory
 from porter.ops.matrix import DECOMPOSED, GAPS, Matrix
 
 MANY_OPS = 4  # a decomposition into at least this many distinct ops is flagged (fusion may suffer)
-STACKS = ("inductor", "xla", "ort")  # the stacks porter ops reads registries for
 
 
 def op_key(name: str) -> str:
@@ -83,7 +83,7 @@ def portability_block(model: Any, target_manifest: dict[str, Any], by_framework_
     """The diagnosis's `portability` block for a live-captured model on its target stack, or
     None when the stack is one porter ops cannot read (eager torch)."""
     target = str(target_manifest.get("text") or "")
-    if target_manifest.get("stack") not in STACKS or not target:
+    if target_manifest.get("stack") not in ops_stacks() or not target:
         return None
     catalogue = catalogue or load_catalogue()
     variants = inventory(model.module, model.example_inputs, model.name)

@@ -1,22 +1,14 @@
-"""One intra-op thread per stack, on both sides alike, when the machine is oversubscribed.
+"""One intra-op thread per stack, on both sides alike, by default.
 
-Measured on this 2-core machine at load 7-10 with a busy loop beside it (transformer,
-cpu eager vs xla, timed alternately): with PyTorch's two OpenMP threads the eager forward's
-median went from ~2 ms to 167-712 ms (each op's threads wait at a barrier for a peer the
-scheduler has parked) while XLA:CPU's went to 8-22 ms, and three runs gave x0.014, x0.06 and
-x0.14. With one intra-op thread on each side (torch.set_num_threads(1) and XLA:CPU's Eigen
-pool off; since then XLA:CPU's own intra-op pool too, see XLA_SINGLE) the same three runs
-gave x0.84 [0.76-0.91], x0.83 [0.82-0.85], x0.79 [0.78-0.81].
-Under oversubscription a multi-threaded timing measures the scheduler, not the stacks; so a
-live pair captured while the 1-minute load average exceeds the CPU count runs both stacks
-single-threaded (capture and timing alike, so the profile explains the headline), and the
-headline says so.
-
-A rule keyed on the load flips the headline's meaning between runs: three consecutive demo
-runs with a busy loop beside them, load 1.0-2.2, gave x1.012 [0.971-1.051] (all threads),
-x0.634 [0.481-0.863] (all threads) and x0.822 [0.798-0.838] (one thread), because eager
-PyTorch gains from its second thread and XLA:CPU does not at this size. So one thread per
-side is the default: the same question every run, answered the same way on a busy machine.
+Under oversubscription a multi-threaded timing measures the scheduler, not the stacks: each
+op's threads wait at a barrier for a peer the scheduler has parked, so PyTorch's eager forward
+slowed by two orders of magnitude while XLA:CPU's slowed by a few times, and the headline
+swung between runs. With one intra-op thread on each side (torch.set_num_threads(1), XLA:CPU's
+Eigen pool off and its own intra-op pool started on one CPU, see XLA_SINGLE) the same runs
+agreed. A rule keyed on the load flips the headline's meaning between runs (eager PyTorch gains
+from its second thread and XLA:CPU does not at small sizes), so one thread per side is the
+default: the same question every run, answered the same way on a busy machine. Measurements:
+BENCHMARKS.md, "Lab notes: thread policy".
 PORTER_THREADS=1 (default) | all (the stacks' own thread pools, for a quiet machine whose
 multi-threaded speed is the question) | auto (one thread only while the load exceeds the
 CPU count) overrides.
@@ -32,8 +24,7 @@ from typing import Any, Iterator, Mapping
 XLA_SINGLE = "--xla_cpu_multi_thread_eigen=false"
 # XLA:CPU runs its YNN dot fusions and partitioned loop fusions on an intra-op pool sized, when
 # its client starts, from the CPUs the process may use; the Eigen flag above does not reach it.
-# A 256x512 @ 512x2048 dot on this 2-core machine with the flag: wall 3.4 ms, CPU 6.4 ms (two
-# threads); with the client started on one CPU: wall 5.8 ms = CPU 5.8 ms.
+# With the flag alone a dot still ran on two threads (BENCHMARKS.md, "Lab notes: thread policy").
 DEFAULT = "1"  # one intra-op thread per side unless PORTER_THREADS says otherwise (see above)
 
 

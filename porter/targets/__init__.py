@@ -1,5 +1,5 @@
 """Execution stacks (part of the capture layer), one file each; a new stack is one file
-plus one line in STACK_MODULES.
+plus one line in porter.core.stacks.STACKS (what it owns: catalogue keys, train step, ops).
 
 Each module listed exposes ``STACK``: an instance of porter.targets.base.Stack. Modules
 not yet written (or whose imports fail for a missing optional package) are reported as
@@ -16,6 +16,7 @@ import importlib
 from typing import Iterator
 
 from porter.core.errors import PorterError
+from porter.core.stacks import STACKS
 from porter.targets.base import (
     AUTO_DEVICE,
     DEFAULT_STACK,
@@ -29,13 +30,8 @@ from porter.targets.base import (
     parse_target,
 )
 
-# stack name -> module; the order is the order `porter targets` lists them in.
-STACK_MODULES: dict[str, str] = {
-    "eager": "porter.targets.torch_eager",
-    "inductor": "porter.targets.inductor",
-    "xla": "porter.targets.xla",
-    "ort": "porter.targets.onnxruntime",
-}
+# stack name -> module, from the one registry; the order is the order `porter targets` lists them in.
+STACK_MODULES: dict[str, str] = {name: info.module for name, info in STACKS.items()}
 
 
 class StackMissing(Stack):

@@ -28,7 +28,7 @@ from collections import Counter
 from typing import Any, Callable, Iterator
 
 from porter.core.opclass import canonical_op
-from porter.core.tags import CALL_TAG, call_scope
+from porter.core.tags import call_scope
 
 class CallCounter:
     """Counts op calls per (module, canonical op) within one forward."""

@@ -1,0 +1,158 @@
+"""`porter bench` (run, report, import: porter/bench/) and `porter regress`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typer.core import TyperGroup
+
+from porter.cli.console import Table, err, escape_markup, fail, out
+from porter.core.errors import PorterError
+from porter.core.units import fmt_us
+
+
+class BenchGroup(TyperGroup):
+    """`porter bench SUITE|MODEL ...` is short for `porter bench run SUITE|MODEL ...`."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+DB_HELP = "History store: a SQLite file or postgresql://user:pass@host/db (default: $PORTER_BENCH_DB or ~/.local/share/porter/bench.sqlite)."
+
+
+def bench_run(
+    what: str = typer.Argument(..., help="SUITE.toml, `builtin` (porter's models on every stack) or one model (built-in name or FILE.py:factory)."),
+    on: Optional[list[str]] = typer.Option(None, "--on", help="Target to run on (repeat: --on cpu --on xla); overrides the suite's stacks."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    export: Path = typer.Option(Path("porter-bench-runs"), "--export", help="Folder for the run's Parquet artifact."),
+    mode: str = typer.Option("inference", "--mode", help="One model: inference or train."),
+    dtype: str = typer.Option("float32", "--dtype", help="One model: float32, float64, bfloat16 or float16."),
+    threshold: float = typer.Option(0.05, "--threshold", help="One model: practical threshold for regressions (0.05 = 5%)."),
+    budget: float = typer.Option(30.0, "--budget", help="Seconds of timing per case (all targets together), after compiling."),
+    min_samples: int = typer.Option(10, "--min-samples", help="Samples per target before the stopping rule applies."),
+    max_samples: int = typer.Option(200, "--max-samples", help="Most samples per target."),
+    target_ci: float = typer.Option(0.01, "--target-ci", help="Stop once every median's 95% interval is within +/- this fraction."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed steps per target after the first (compiling) one."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's own)."),
+    confirm: bool = typer.Option(False, "--confirm", help="Re-run suspect series (slow in this run only) at once, to confirm or clear them."),
+) -> None:
+    """Run a benchmark suite (interleaved across targets, adaptive sample count), store it, export it.
+
+    Examples: porter bench builtin --on cpu --on cpu:inductor --on xla --on cpu:ort ;
+    porter bench suite.toml ; porter bench mlp --on cpu --on cpu:inductor
+    """
+    from porter.bench.parquet import export_run
+    from porter.bench.store import Store, safe_url
+    from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
+
+    stacks = tuple(on or ())
+    try:
+        if what == "builtin":
+            suite = builtin_suite(stacks or BUILTIN_STACKS)
+        elif what.endswith(".toml"):
+            suite = with_stacks(load_suite(Path(what)), stacks)
+        else:
+            suite = single_case(what, stacks or ("cpu",), mode=mode, dtype=dtype, threshold=threshold)
+        store = Store(db)  # a bad suite or store fails here, before torch loads
+        from porter.bench.runner import RunnerOptions, run_suite
+
+        opts = RunnerOptions(warmup=warmup, min_samples=min_samples, max_samples=max_samples, target_ci=target_ci,
+                             budget_s=budget, threads=threads)
+        run = run_suite(suite, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
+        store.write_run(run)
+        path = export_run(run, export)
+        rerun = None
+        if confirm:
+            from porter.bench.confirm import confirm_suspects
+
+            rerun = confirm_suspects(suite, run, store, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
+            if rerun is not None:
+                export_run(rerun, export)
+    except PorterError as exc:
+        fail(exc)
+    table = Table(title=f"porter bench {suite.name}: run {run.run_id[:12]}", title_justify="left")
+    for col in ("case", "target", "median", "95% interval", "samples", "note"):
+        table.add_column(col, overflow="fold")
+    for r in run.results:
+        if r.status != "ok":
+            table.add_row(r.case, r.target, "-", "-", "-", f"failed: {r.error}")
+            continue
+        lo, hi = r.ci_s
+        table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
+                      f"{len(r.samples_s)} x {r.number}", "unstable (never alerts)" if r.unstable else "")
+    out.print(table)
+    out.print(f"stored in {safe_url(store.url)}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
+    if confirm:
+        out.print(f"re-ran {len(rerun.results)} suspect series as run {rerun.run_id[:12]}: see `porter regress`" if rerun
+                  else "no suspect series to re-run", highlight=False, markup=False)
+
+
+def bench_report(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    out_dir: Path = typer.Option(Path("bench-report"), "-o", "--out", help="Folder for bench.html and bench.md."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Target the ratios are taken to (default: each case's first)."),
+) -> None:
+    """Render the history: per case a table of stacks, per series a trend chart (bench.html, bench.md)."""
+    from porter.bench.report import write_report
+    from porter.bench.store import Store
+
+    try:
+        paths = write_report(Store(db), out_dir, baseline)
+    except PorterError as exc:
+        fail(exc)
+    for p in paths:
+        out.print(str(p), highlight=False)
+
+
+def bench_import(
+    files: list[Path] = typer.Argument(..., help="Parquet files written by `porter bench` (--export)."),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    """Load exported runs into a store (runs already there are left alone)."""
+    from porter.bench.parquet import read_run
+    from porter.bench.store import Store
+
+    try:
+        store = Store(db)
+        for f in files:
+            run = read_run(f)
+            added = store.write_run(run)
+            out.print(f"{f}: run {run.run_id[:12]} {'imported' if added else 'already in the store'}",
+                      highlight=False, soft_wrap=True)
+    except PorterError as exc:
+        fail(exc)
+
+
+def regress(
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
+) -> None:
+    """Judge each benchmark series' newest run against its history; exit 1 on a confirmed regression.
+
+    A regression must be significant (Mann-Whitney U, Holm-corrected), beyond the practical
+    threshold (bootstrap interval of the ratio of medians) and seen in two consecutive runs.
+    """
+    import json
+
+    from porter.bench.regress import regress as judge
+    from porter.bench.store import Store
+
+    try:
+        report = judge(Store(db).histories())
+    except PorterError as exc:
+        fail(exc)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
+    else:
+        for v in report.verdicts:
+            style = "bold red" if v.status == "regression" else "yellow" if v.status in ("suspect", "failed") else "dim"
+            out.print(f"[{style}]{v.status:>18}[/]  {escape_markup(v.series)}  {escape_markup(v.reason)}", soft_wrap=True)
+        out.print(f"{len(report.regressions)} confirmed regression(s) in {len(report.verdicts)} series", highlight=False)
+    if report.regressions:
+        raise typer.Exit(1)

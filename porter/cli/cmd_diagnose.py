@@ -1,0 +1,96 @@
+"""`porter diagnose` (two runs in, diagnosis.json and the reports out) and `porter report`
+(the reports again, from diagnosis.json)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from porter.cli.console import DIAGNOSE_STAGES, fail, out, stage_progress
+from porter.cli.process import MAX_INFLATE_HELP, imports_settled, object_strings, runs_no_model, set_max_inflate
+from porter.core.errors import PorterError
+
+
+def diagnose(
+    model: Optional[str] = typer.Argument(None, help="Model to capture when --from/--to name targets (zoo name or pkg.mod:factory; default: transformer)."),
+    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, or a target like cpu (captured now)."),
+    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, or a target like xla (captured now)."),
+    out_dir: Path = typer.Option(Path("diagnosis"), "-o", "--out", help="Directory for diagnosis.json and the two bundles."),
+    oracle: Optional[str] = typer.Option(None, "--oracle", help="Accuracy oracle for live captures: fp64 (the model in float64 on the CPU)."),
+    as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
+    force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
+    catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
+    no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md/.html."),
+    steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
+    warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
+    repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
+    with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
+    max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
+    autocast: Optional[str] = typer.Option(None, "--autocast", help="Precision port on a torch stack: the target's forward runs under torch.autocast to bf16 or fp16 (weights stay as given)."),
+) -> None:
+    """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
+
+    Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
+    porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
+    """
+    import gc
+    import shlex
+
+    import orjson
+
+    from porter.capture.options import CaptureOptions
+    from porter.pipeline.diagnose import diagnose_specs, render_reports
+    from reports.terminal import summary_lines
+
+    imports_settled()
+    if runs_no_model(sys.argv[1:]):
+        object_strings()
+    set_max_inflate(max_inflate)
+    if oracle not in (None, "fp64"):
+        fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
+    opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
+    command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
+    try:
+        with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
+            d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
+                                     report=False, capture_options=opts, progress=progress, command=command,
+                                     ops=with_ops, target_dtype=dtype or "", target_autocast=autocast or "")
+            del d  # the reports need only diagnosis.json: free the analysis before rendering
+            gc.collect()
+            payload = render_reports(dest, progress) if not no_report else None
+    except PorterError as exc:
+        fail(exc)
+    if as_json:
+        sys.stdout.write(dest.read_text())
+        return
+    if payload is None:
+        payload = orjson.loads(dest.read_bytes())  # porter wrote it: no NaN
+    for line in summary_lines(payload, width=min(100, out.width)):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
+    out.print(f"{wrote} in", highlight=False, markup=False)
+    out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
+
+
+def report(
+    diagnosis_dir: Path = typer.Argument(..., help="A directory written by `porter diagnose` (holds diagnosis.json)."),
+    fmt: str = typer.Option("all", "--format", help="html (report.html + summary.html), md (report.md + summary.md), json, or all."),
+    out_path: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default: DIAGNOSIS_DIR), or a file name (.html/.md/.json) for one format."),
+) -> None:
+    """Render a diagnosis: report.html (one self-contained file), report.md (for a PR), summary.md and summary.html (one page, plain words).
+
+    Example: porter report diag/ --format html -o qwen.html
+    """
+    from reports.build import FORMATS, write_reports
+
+    formats = list(FORMATS) if fmt == "all" else [fmt]
+    try:
+        paths = write_reports(diagnosis_dir, formats, out_path)
+    except PorterError as exc:
+        fail(exc)
+    for p in paths:
+        out.print(str(p), highlight=False)
