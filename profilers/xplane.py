@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from profilers.base import ReadResult
+from profilers.xplane_format import FORMAT, PLANE_NAMES
 
-FORMAT = "xplane"
+__all__ = ["FORMAT", "SUFFIX", "looks_like_xspace", "read", "sniff"]
+
 SUFFIX = ".xplane.pb"
-
-_PLANE_NAMES = (b"/host:", b"/device:", b"/custom:", b"Task Environment")
 
 
 # ---------------------------------------------------------------- sniffing
@@ -53,7 +53,7 @@ def looks_like_xspace(head: bytes) -> bool:
     if i >= len(head) or head[i] != 0x12:  # plane name
         return False
     n, i = _varint(head, i + 1)
-    return n > 0 and head[i:i + n].startswith(_PLANE_NAMES)
+    return n > 0 and head[i:i + n].startswith(PLANE_NAMES)
 
 
 def sniff(path: Path, head: bytes) -> bool:

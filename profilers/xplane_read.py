@@ -27,8 +27,8 @@ from profilers.xplane_events import (
     host_launches,
     text,
 )
+from profilers.xplane_format import FORMAT, PLANE_NAMES
 from profilers.xplane_steps import device_steps, group_steps, host_steps
-from profilers.xplane import _PLANE_NAMES, FORMAT
 from profilers.xspace_proto import DecodeError, parse_xspace
 
 _MEMCPY = re.compile(r"memcpy|copyBuffer|Memcpy", re.IGNORECASE)
@@ -180,7 +180,7 @@ def load_space(path: Path) -> Any:
     except (DecodeError, ValueError, RecursionError):
         raise TraceFormatError("not a readable XSpace protobuf (truncated, corrupt, or another format)",
                                path=path, hint="pass the *.xplane.pb that jax.profiler wrote") from None
-    if not any(p.name.startswith(_PLANE_NAMES) for p in space.planes):
+    if not any(p.name.startswith(PLANE_NAMES) for p in space.planes):
         raise TraceFormatError("parses as protobuf but is not an XSpace (no /host: or /device: planes)", path=path)
     return space
 

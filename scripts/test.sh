@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 rm -rf .venv
 python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -c constraints/cpu.txt -e '.[test]'
-# The report tests open report.html in headless Chromium (tests/test_report_browser.py): install
+# The report tests open report.html in headless Chromium (tests/reports/test_report_browser.py): install
 # it when missing and we may (root with apt-get); otherwise those tests fail, naming the fix,
 # rather than skip, so this command either tests everything or says what is missing.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

@@ -78,7 +78,7 @@ def seeds(corpus: Path) -> list[Seed]:
         doc = orjson.loads(gzip.decompress(path.read_bytes()))
         cut = _cut_rocprof(doc) if "rocprofiler-sdk-tool" in doc else _cut_kineto(doc)
         out.append(Seed(path.name, orjson.dumps(cut), ".json.gz", True, True))
-    for path in sorted(corpus.glob("xplane/*.pb")) + sorted((REPO / "fixtures").glob("*.pb")):
+    for path in sorted(corpus.glob("xplane/*.xplane.pb")) + sorted((REPO / "fixtures").glob("*.pb")):
         out.append(Seed(path.name, path.read_bytes(), ".xplane.pb", False, False))
     out.append(Seed("cpu_mlp.json.gz", gzip.decompress((REPO / "fixtures/cpu_mlp.json.gz").read_bytes()), ".json.gz", True, True))
     out.append(Seed("ort_mlp.json", (REPO / "fixtures/ort_mlp.json").read_bytes(), ".json", False, True))

@@ -25,12 +25,16 @@ reported per side as ``*_wrapper_us`` (host overhead) in the alignment stats.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from porter.analysis.align import _Groups
+from porter.analysis.async_gaps import AsyncGaps, place_async_gaps
+from porter.analysis.groups import UNMATCHED, Groups, Strategy
+from porter.analysis.optime import OpTimes, op_times
+from porter.analysis.split_fused import Split, split_fused
+from porter.analysis.step_median import StepMedian, step_median
 
 IDENTITY = "identity"
 ENCLOSING = "identity+enclosing"
@@ -66,10 +70,10 @@ def _rows_by_path(frame: pd.DataFrame, rows: np.ndarray) -> dict[str, list[int]]
 
 
 def identity_strategy(source_absorbed: dict[str, str] | None = None,
-                      target_absorbed: dict[str, str] | None = None) -> Callable[[_Groups], None]:
+                      target_absorbed: dict[str, str] | None = None) -> Strategy:
     """The strategy for porter.analysis.align: one group per module (see the module doc), with
     each side's epilogue map (porter.analysis.split_fused.Split.absorbed)."""
-    def pass_identity(g: _Groups) -> None:
+    def pass_identity(g: Groups) -> None:
         _pair(g, source_absorbed or {}, target_absorbed or {})
 
     return pass_identity
@@ -86,7 +90,7 @@ def _destination(path: str, absorbed: dict[str, str]) -> str | None:
     return here if here != path else None
 
 
-def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str, str]) -> None:
+def _pair(g: Groups, source_absorbed: dict[str, str], target_absorbed: dict[str, str]) -> None:
     src = _rows_by_path(g.src, g.free("source"))
     tgt = _rows_by_path(g.tgt, g.free("target"))
     pending: dict[str, tuple[list[int], list[int], str]] = {}
@@ -124,7 +128,7 @@ def _pair(g: _Groups, source_absorbed: dict[str, str], target_absorbed: dict[str
     _relabel_wrappers(g)
 
 
-def _relabel_wrappers(g: _Groups) -> None:
+def _relabel_wrappers(g: Groups) -> None:
     """Name each group after its largest non-wrapper op on each side."""
     for side, frame, key_op in (("source", g.src, "framework_op"), ("target", g.tgt, "target_framework_op")):
         wrap = frame["wrapper"].to_numpy()
@@ -143,3 +147,56 @@ def _relabel_wrappers(g: _Groups) -> None:
             row[key_op] = fw[main]
             if side == "source":
                 row["op_class"] = frame["op_class"].to_numpy()[main]
+
+
+@dataclass
+class LiveSides:
+    """A live pair's ops as the identity pass sees them, and what each step of getting
+    there measured (for porter.analysis.align's stats). Times are the step medians."""
+
+    source_ops: pd.DataFrame
+    target_ops: pd.DataFrame
+    source_times: OpTimes
+    target_times: OpTimes
+    strategy: Strategy
+    gaps: dict[str, AsyncGaps]
+    split: dict[str, Split]
+    medians: dict[str, StepMedian]
+
+    def stats(self, g: Groups) -> dict[str, float]:
+        """Host overhead, the estimated splits, placed async gaps and the work outside every
+        module left unmatched, per side."""
+        src, tgt = g.src, g.tgt
+        out: dict[str, float] = {  # host overhead: self time of wrapper ops (dispatch; their work is their children's)
+            "source_wrapper_us": float(src.loc[src["wrapper"], "time"].sum()),
+            "target_wrapper_us": float(tgt.loc[tgt["wrapper"], "time"].sum()),
+        }
+        for side in ("source", "target"):
+            split, raw = self.split[side], self.medians[side].raw_total  # the split placed raw times
+            out[f"{side}_split_by_estimate_us"] = split.estimated_us
+            out[f"{side}_split_by_estimate_share"] = min(split.estimated_us / raw, 1.0) if raw > 0 else 0.0
+            out[f"{side}_fused_ops_split"] = split.split_ops
+            out[f"{side}_async_gap_us"] = self.gaps[side].placed_us  # idle time placed on the op that launched async work
+            out[f"{side}_raw_total_us"] = raw  # before each call took its step median
+            out[f"{side}_step_median_calls"] = self.medians[side].calls
+        for side, frame, gid in (("source", src, g.src_gid), ("target", tgt, g.tgt_gid)):
+            # host work outside every module with nothing like it on the other side
+            # (a compiled stack's guard checks and graph wrappers): unmatched, said how much
+            alone = (gid == UNMATCHED) & (frame["module"].to_numpy() == "")
+            out[f"{side}_unmatched_outside_modules_us"] = outside = float(frame["time"].to_numpy()[alone].sum())
+            total = (self.source_times if side == "source" else self.target_times).total
+            out[f"{side}_unmatched_outside_modules_share"] = outside / total if total > 0 else 0.0
+        return out
+
+
+def live_sides(source_ops: pd.DataFrame, target_ops: pd.DataFrame) -> LiveSides:
+    """XLA:CPU's async work back on its op (porter.analysis.async_gaps), then fused ops' time
+    shared among their members' modules (porter.analysis.split_fused), then each op call
+    charged its median over the steps (porter.analysis.step_median): one program every step."""
+    gaps = {"source": place_async_gaps(source_ops), "target": place_async_gaps(target_ops)}
+    split = {side: split_fused(gaps[side].ops) for side in ("source", "target")}
+    ops = {side: split[side].ops for side in ("source", "target")}
+    medians = {side: step_median(ops[side], op_times(ops[side])) for side in ("source", "target")}
+    strategy = identity_strategy(split["source"].absorbed, split["target"].absorbed)
+    return LiveSides(ops["source"], ops["target"], medians["source"].times, medians["target"].times, strategy,
+                     gaps, split, medians)

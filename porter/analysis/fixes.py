@@ -1,4 +1,5 @@
-"""From gap groups to ranked fixes: symptoms, the fix catalogue, and the ranking.
+"""From gap groups to the fixes that apply: the fix catalogue, each group's symptoms, and the
+match of one against the other (porter.analysis.fixrank ranks what matched).
 
 Input contract: ``groups``, one row per matched group (same module + op class on both
 sides, built by porter.analysis.attribute). Required columns:
@@ -14,16 +15,13 @@ sides, built by porter.analysis.attribute). Required columns:
     dtype (str)           target compute dtype, canonical ('bf16', 'fp32', ...) or raw
     input_shapes (str)    JSON input dims of the group's most expensive target op ('' unknown)
     target_device_type    cuda, rocm, tpu, cpu, ...
-    target_stack          porter.analysis.stacks key (xla-cpu, rocm, inductor-triton, ...; 'other' unknown)
+    target_stack          porter.core.stacks key (xla-cpu, rocm, inductor-triton, ...; 'other' unknown)
     host_us               target host time of the group not covered by device work (0 if none)
 Optional columns: source_framework_op, already_fused (bool: the group's module, or one
 around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
 local_error (module's local rel-L2 from porter.analysis.accuracy), tolerance, introduces_error,
 roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
 demonstrated_us (else computed with porter.analysis.perfmodel).
-
-A group's recoverable time counts for every fix that applies to it: fixes are
-alternative ways to recover the same time, so priorities do not add up across fixes.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -40,8 +38,8 @@ import pandas as pd
 
 from porter.core.errors import PorterError
 from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
-from porter.analysis.perfmodel import Ceilings, expected_from_source_us, recoverable_us, roofline_us
-from porter.analysis.stacks import STACK_NAMES, first_step_for
+from porter.analysis.perfmodel import Ceilings, roofline_us
+from porter.core.stacks import STACK_NAMES
 
 CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
@@ -61,7 +59,7 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "op_class": ((list,), "group op class in the list"),
     "target_dtype": ((list,), "target dtype in the list"),
     "device_type": ((list,), "target device type in the list"),
-    "stack": ((list,), "target stack in the list (porter.analysis.stacks.STACK_NAMES keys)"),
+    "stack": ((list,), "target stack in the list (porter.core.stacks.STACK_NAMES keys)"),
     "framework_op": ((str,), "regex search over the group's framework op"),
     "module": ((str,), "regex search over the module path"),
     "min_ratio": ((int, float), "target_us / source_us >= value"),
@@ -82,16 +80,6 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "op_status": ((list,), "the op's portability status on the target (porter ops) in the list"),
     "has_decomposition": ((bool,), "torch has a core ATen decomposition for the op (porter ops)"),
 }
-# Conditions whose evidence is the other side's run of the same work (eager ops against a
-# compiled region): where the cost is unknown, the time that run shows reachable
-# (demonstrated_us) is what the fix can recover, rather than nothing.
-_DEMONSTRATED = {"source_compiled", "target_compiled"}
-# Conditions that name a specific symptom (count as evidence for confidence).
-_SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
-             "source_compiled", "target_compiled",
-             "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
-
-
 @dataclass(frozen=True)
 class FixEntry:
     id: str
@@ -261,7 +249,8 @@ def misaligned_dims(framework_op: str, op_class: str, input_shapes: str, dtypes:
     return [d for d in dims if d > 1 and d % tile]
 
 
-def _col(groups: pd.DataFrame, name: str, default: Any) -> pd.Series:
+def column(groups: pd.DataFrame, name: str, default: Any) -> pd.Series:
+    """An optional input column, or `default` on every row when the table lacks it."""
     return groups[name] if name in groups.columns else pd.Series([default] * len(groups), index=groups.index)
 
 
@@ -274,23 +263,23 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         sk = groups["source_kernels"].to_numpy(np.float64)
         tk = groups["target_kernels"].to_numpy(np.float64)
         kratio = np.where(sk > 0, tk / sk, np.where(tk > 0, np.inf, np.nan))
-    dtype = _col(groups, "dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
+    dtype = column(groups, "dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
     if "roofline_us" in groups.columns:
         rl = groups["roofline_us"].to_numpy(np.float64)
     else:
         rl = roofline_us(groups["flops"], groups["bytes"], target_ceilings, dtype.to_numpy(object))
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = np.where(tgt > 0, rl / tgt, np.nan)
-    host = _col(groups, "host_us", 0.0).fillna(0.0).to_numpy(np.float64)
+    host = column(groups, "host_us", 0.0).fillna(0.0).to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         host_frac = np.where(host + tgt > 0, host / (host + tgt), 0.0)
-    dev = _col(groups, "target_device_type", "").fillna("").astype(str)
-    src_dev = _col(groups, "source_device_type", "").fillna("").astype(str)
-    sdt = _col(groups, "source_dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
+    dev = column(groups, "target_device_type", "").fillna("").astype(str)
+    src_dev = column(groups, "source_device_type", "").fillna("").astype(str)
+    sdt = column(groups, "source_dtype", "").fillna("").astype(str).map(lambda d: canonical_dtype(d) or d)
     on_host = ((dev == "cpu") & (src_dev != "") & (src_dev != "cpu")) | (
         (groups["target_kernels"] == 0) & (groups["source_kernels"] > 0) & (host > 0))
-    shapes = _col(groups, "input_shapes", "").fillna("").astype(str)
-    dtypes_json = _col(groups, "dtypes", "").fillna("").astype(str)
+    shapes = column(groups, "input_shapes", "").fillna("").astype(str)
+    dtypes_json = column(groups, "dtypes", "").fillna("").astype(str)
     # once per distinct op, shapes and device (groups repeat a layer's ops), not per group
     seen_mis: dict[tuple[str, ...], bool] = {}
     mis = [seen_mis[k] if k in seen_mis else seen_mis.setdefault(k, bool(misaligned_dims(*k))) for k in zip(
@@ -298,10 +287,10 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
     seen_fused: dict[tuple[str, str], bool] = {}
     fused_op = [seen_fused[k] if k in seen_fused else seen_fused.setdefault(
         k, bool(FUSED_ATTENTION.search(k[0]) or FUSED_ATTENTION.search(k[1]))) for k in zip(
-        groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))]
-    already_fused = _col(groups, "already_fused", False).fillna(False).astype(bool).to_numpy() | np.array(fused_op, dtype=bool)
-    local = _col(groups, "local_error", np.nan).to_numpy(np.float64)
-    tol = _col(groups, "tolerance", np.nan).to_numpy(np.float64)
+        groups["framework_op"].astype(str), column(groups, "source_framework_op", "").fillna("").astype(str))]
+    already_fused = column(groups, "already_fused", False).fillna(False).astype(bool).to_numpy() | np.array(fused_op, dtype=bool)
+    local = column(groups, "local_error", np.nan).to_numpy(np.float64)
+    tol = column(groups, "tolerance", np.nan).to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         err_ratio = local / tol
     return pd.DataFrame({
@@ -310,7 +299,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "op_class": groups["op_class"].astype(str),
         "framework_op": groups["framework_op"].astype(str),
         "device_type": dev,
-        "stack": _col(groups, "target_stack", "other").fillna("other").astype(str),
+        "stack": column(groups, "target_stack", "other").fillna("other").astype(str),
         "target_dtype": dtype,
         "ratio": ratio,
         "kernel_ratio": kratio,
@@ -319,14 +308,14 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "dtype_changed": (sdt != "") & (dtype != "") & (sdt != dtype),
         "on_host": on_host.to_numpy(bool),
         "host_fraction": host_frac,
-        "recompiles": _col(groups, "recompiles", -1).fillna(-1).astype(int),
-        "introduces_error": _col(groups, "introduces_error", False).fillna(False).astype(bool),
+        "recompiles": column(groups, "recompiles", -1).fillna(-1).astype(int),
+        "introduces_error": column(groups, "introduces_error", False).fillna(False).astype(bool),
         "error_ratio": err_ratio,
         "already_fused": already_fused,
-        "source_compiled": (_col(groups, "compiled", "").fillna("").astype(str) == "source").to_numpy(),
-        "target_compiled": (_col(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
+        "source_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "source").to_numpy(),
+        "target_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
         "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
-            groups["framework_op"].astype(str), _col(groups, "source_framework_op", "").fillna("").astype(str))],
+            groups["framework_op"].astype(str), column(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
 
 
@@ -398,171 +387,3 @@ def _threshold_mask(values: pd.Series, want: float, sign: int) -> np.ndarray | N
     except (TypeError, ValueError):
         return None
     return ~np.isnan(v) & ((v >= want) if sign > 0 else (v <= want))
-
-
-# ---- ranking ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankedFix:
-    rank: int  # 1-based within its kind
-    kind: str  # "perf" or "accuracy"
-    fix_id: str
-    title: str
-    tier: str
-    days: tuple[float, float]
-    modules: tuple[str, ...]
-    op_classes: tuple[str, ...]
-    ops: tuple[str, ...]
-    group_ids: tuple[str, ...]
-    why: str  # the fix's reason plus the symptoms seen
-    first_step: str
-    recoverable_us: float  # sum over its groups (perf model upper bound)
-    demonstrated_us: float  # the part the source's scaled time shows is reachable
-    priority: float  # recoverable_us per engineer-day (midpoint of days); NaN for accuracy
-    severity: float  # max local_error / tolerance over its groups; NaN for perf
-    confidence: str  # high / medium / low
-    evidence: tuple[str, ...] = field(default=())
-    # "regression": the target is slower than the source here; "headroom": the target is far
-    # from its own roofline here, whatever the source does (see headroom_hits)
-    opportunity: str = "regression"
-
-
-def _gains(groups: pd.DataFrame, sym: pd.DataFrame, src_c: Ceilings | None, tgt_c: Ceilings | None) -> tuple[np.ndarray, np.ndarray]:
-    if "recoverable_us" in groups.columns:
-        rec = groups["recoverable_us"].to_numpy(np.float64)
-        dem = _col(groups, "demonstrated_us", np.nan).to_numpy(np.float64)
-        return rec, np.where(np.isnan(dem), rec, dem)
-    tgt = groups["target_us"].to_numpy(np.float64)
-    dtype = sym["target_dtype"].to_numpy(object)
-    rl = sym["roofline_efficiency"].to_numpy(np.float64) * tgt
-    kw = dict(flops=groups["flops"].to_numpy(np.float64), bytes_=groups["bytes"].to_numpy(np.float64), dtype=dtype)
-    rec = recoverable_us(tgt, groups["source_us"], rl, src_c, tgt_c, **kw)
-    scaled, _ = expected_from_source_us(groups["source_us"], src_c, tgt_c, **kw)
-    return rec, np.maximum(tgt - scaled, 0.0)
-
-
-def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
-    seen = []
-    if "min_ratio" in cond:
-        seen.append(f"target/source time up to {rows['ratio'].max():.2f}x")
-    if "min_kernel_ratio" in cond or "max_kernel_ratio" in cond:
-        seen.append(f"target/source kernels up to {rows['kernel_ratio'].max():.2f}x")
-    if "max_roofline_efficiency" in cond:
-        seen.append(f"at {100 * rows['roofline_efficiency'].min():.0f}-{100 * rows['roofline_efficiency'].max():.0f}% of roofline")
-    for flag, text in (("misaligned", "dims off the hardware tile"), ("dtype_changed", "dtype differs from source"),
-                       ("became_sort", "the target runs a sort"),
-                       ("source_compiled", "the source runs it as one torch.compile region, the target as eager ops"),
-                       ("target_compiled", "the target already runs it as a torch.compile region, the source as eager ops"),
-                       ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
-        if cond.get(flag) is True:
-            seen.append(text)
-    if "min_host_fraction" in cond:
-        seen.append(f"host share up to {100 * rows['host_fraction'].max():.0f}%")
-    if "min_recompiles" in cond:
-        seen.append(f"{int(rows['recompiles'].max())} recompiles")
-    if (rows["error_ratio"] > 0).any():
-        seen.append(f"local error up to {rows['error_ratio'].max():.3g}x tolerance")
-    return seen
-
-
-def _confidence(entry: FixEntry, rows: pd.DataFrame, rec: np.ndarray, dem: np.ndarray) -> tuple[str, list[str]]:
-    if entry.kind == "accuracy":
-        worst = float(np.nanmax(rows["error_ratio"].to_numpy(np.float64))) if rows["error_ratio"].notna().any() else math.nan
-        level = "high" if worst >= 10 else "medium" if worst >= 2 else "low"
-        return level, [f"local error {worst:.3g}x tolerance" if not math.isnan(worst) else "no local error measured"]
-    evidence = []
-    known = np.isfinite(rows["roofline_efficiency"].to_numpy(np.float64))
-    heavy = int(np.argmax(np.nan_to_num(rec, nan=-1.0))) if len(rec) else None
-    if heavy is not None and known[heavy]:
-        evidence.append("roofline known")
-    if np.nansum(rec) > 0 and np.nansum(dem) >= 0.5 * np.nansum(rec):
-        evidence.append("source shows the time is reachable")
-    if _SPECIFIC & set(entry.applies_when):
-        evidence.append("specific symptom matched")
-    level = {3: "high", 2: "medium"}.get(len(evidence), "low")
-    if not known.all():  # part of what the fix rests on has no cost model: one level less sure
-        level = {"high": "medium", "medium": "low"}.get(level, "low")
-        counted = ("the time the other side's run shows reachable counts instead" if _DEMONSTRATED & set(entry.applies_when)
-                   else "not counted as recoverable")
-        evidence.append(f"{int((~known).sum())} of {len(known)} groups have no cost model ({counted})")
-    return level, evidence
-
-
-REGRESSION, HEADROOM = "regression", "headroom"
-HEADROOM_EFFICIENCY = 0.3  # at most this share of its own roofline: far from it, whatever the source does
-
-
-def headroom_hits(entry: FixEntry, sym: pd.DataFrame, taken: set[int]) -> list[int]:
-    """Groups where a perf fix that asks for a slowdown (min_ratio) would apply but the target
-    is not slower: its other conditions hold and the target runs at <= HEADROOM_EFFICIENCY
-    of its own roofline (cost known)."""
-    cond = entry.applies_when
-    if entry.kind != "perf" or "min_ratio" not in cond:
-        return []
-    rest = {k: v for k, v in cond.items() if k not in ("min_ratio", "max_roofline_efficiency")}
-    far = (sym["roofline_efficiency"] <= HEADROOM_EFFICIENCY).to_numpy()  # NaN (unknown) compares False
-    return [int(i) for i in np.flatnonzero(applies_mask(rest, sym) & far) if int(i) not in taken]
-
-
-def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray) -> RankedFix | None:
-    total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
-    if entry.kind == "perf" and total <= 0:
-        return None
-    level, evidence = _confidence(entry, rows, r, d)
-    if opportunity == HEADROOM:
-        evidence = [f"target at {100 * rows['roofline_efficiency'].max():.0f}% or less of its own roofline "
-                    f"(target/source time {rows['ratio'].min():.2f}-{rows['ratio'].max():.2f}x)", *evidence]
-    order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
-    severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
-    uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
-    cond = entry.applies_when if opportunity == REGRESSION else {"max_roofline_efficiency": HEADROOM_EFFICIENCY}
-    return RankedFix(
-        rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
-        modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
-        why=entry.why + ("; seen: " + ", ".join(_describe(cond, rows)) if len(rows) else ""),
-        first_step=first_step_for(str(rows["stack"].iloc[0]), entry.first_step, entry.first_steps), recoverable_us=total, demonstrated_us=float(np.nansum(d)),
-        priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
-        severity=severity, confidence=level, evidence=tuple(evidence), opportunity=opportunity,
-    )
-
-
-def rank_fixes(
-    groups: pd.DataFrame,
-    catalogue: Catalogue | None = None,
-    *,
-    source_ceilings: Ceilings | None = None,
-    target_ceilings: Ceilings | None = None,
-) -> list[RankedFix]:
-    """Fixes that apply to the groups: perf fixes by priority, then accuracy fixes by severity.
-
-    priority = recoverable time (sum over the groups a fix applies to) / midpoint engineer
-    days. Perf fixes with nothing to recover are dropped. Ceilings feed the perf model
-    when groups lack roofline_us / recoverable_us; None falls back to the unscaled source
-    time (see docs/perfmodel.md).
-    """
-    catalogue = catalogue or load_catalogue()
-    if groups.empty:
-        return []
-    groups = groups.reset_index(drop=True)
-    sym = symptoms_table(groups, target_ceilings)
-    rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
-    out: dict[str, list[RankedFix]] = {"perf": [], "accuracy": []}
-    for entry in catalogue.fixes:
-        hit = np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
-        for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
-            r = rec[rows_at]
-            if _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
-                r = np.where(np.isnan(r), dem[rows_at], r)
-            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at]) if rows_at else None
-            if fix is not None:
-                out[entry.kind].append(fix)
-    perf = sorted(out["perf"], key=lambda f: (-f.priority, f.fix_id, f.opportunity))
-    acc = sorted(out["accuracy"], key=lambda f: (-(f.severity if not math.isnan(f.severity) else -1), f.fix_id))
-    return [replace(f, rank=i + 1) for i, f in enumerate(perf)] + [replace(f, rank=i + 1) for i, f in enumerate(acc)]
-
-
-def fixes_frame(ranked: list[RankedFix]) -> pd.DataFrame:
-    """Ranked fixes as a table (for reports and JSON output)."""
-    return pd.DataFrame([{**f.__dict__, "days": list(f.days), "modules": list(f.modules), "op_classes": list(f.op_classes),
-                          "ops": list(f.ops), "group_ids": list(f.group_ids), "evidence": list(f.evidence)} for f in ranked])

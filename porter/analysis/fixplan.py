@@ -1,4 +1,5 @@
-"""From a diagnosis's matched groups to porter.analysis.fixes's `groups` table, and the ranked plan.
+"""From a diagnosis's matched groups to porter.analysis.fixes's `groups` table, and the ranked plan
+(every source's fixes ranked together, once: porter.analysis.fixrank.ranked).
 
 porter.analysis.fixes documents the columns it needs; this module fills them from what diagnose
 already has: the group table (times, modules, ops), each side's group facts
@@ -10,13 +11,13 @@ module path). Host time not covered by device work is not measured yet (0).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from porter.analysis.fixes import FUSED_ATTENTION, Catalogue, fixes_frame, load_catalogue, rank_fixes
-from porter.analysis.perfmodel import Ceilings
+from porter.analysis.fixes import FUSED_ATTENTION, Catalogue, load_catalogue
+from porter.analysis.fixrank import RankedFix, fix_of_record, fixes_frame, ranked
 
 
 def fused_attention_modules(*ops_tables: pd.DataFrame) -> set[str]:
@@ -88,9 +89,8 @@ def catalogue_from(path: str | Path | None) -> Catalogue:
     return load_catalogue(path) if path is not None else load_catalogue()
 
 
-def ranked_fix_records(groups: pd.DataFrame, catalogue: Catalogue, source: Ceilings | None,
-                       target: Ceilings | None) -> list[dict[str, Any]]:
-    """rank_fixes -> fixes_frame records (the diagnosis.json `fixes` list)."""
-    frame = fixes_frame(rank_fixes(groups, catalogue, source_ceilings=source, target_ceilings=target))
+def fix_plan(found: Iterable[RankedFix], records: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The diagnosis.json `fixes` list: the groups' fixes and those already in records form
+    (porter ops' flagged ops), ranked together once."""
+    frame = fixes_frame(ranked([*found, *map(fix_of_record, records)]))
     return frame.to_dict(orient="records") if len(frame) else []
-

@@ -48,7 +48,7 @@ def set_max_inflate(ratio: Optional[float]) -> None:
 def object_strings() -> None:
     """New pandas str columns as plain object arrays, not pandas 3's Arrow-backed str dtype:
     the analysis makes hundreds of small str columns, and each Arrow one costs a conversion
-    and compute-kernel calls. The values are the same str objects (tests/test_golden.py:
+    and compute-kernel calls. The values are the same str objects (tests/e2e/test_golden.py:
     diagnosis.json unchanged). For trace commands only. pandas 4 drops the option; then
     this does nothing."""
     import warnings

@@ -17,7 +17,7 @@ from functools import lru_cache
 # 'SplitLookupFunction' -> 'split_lookup_function', 'ReduceMean' -> 'reduce_mean'), and a
 # rule matches whole '_'-separated tokens only, so 'conv' never hits 'convert_element_type'
 # and 'gemm' never hits the 'fbgemm' namespace. First match wins. docs/opclass.md lists the
-# taxonomy with examples; tests/test_opclass.py checks every example and that no op name
+# taxonomy with examples; tests/core/test_opclass.py checks every example and that no op name
 # lands in two classes anywhere in the trace corpus.
 _FRAMEWORK_RULES: tuple[tuple[str, str], ...] = (
     # inductor's generated kernels say their kind in their prefix; the fused op names after it

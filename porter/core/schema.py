@@ -238,9 +238,56 @@ def _check_kinds(df: pd.DataFrame, columns: tuple[Column, ...], table: str) -> N
 
 def validate(ops: pd.DataFrame, kernels: pd.DataFrame) -> None:
     """Check both tables against the schema and the invariants that tie them together
-    (porter.core.columns holds the invariants, checked on the tables' numpy columns)."""
-    from porter.core.columns import check_invariants, from_frame
-
+    (checked on the tables' numpy columns, as porter.core.columns checks a reader's)."""
     _check_kinds(ops, OPS_COLUMNS, "ops")
     _check_kinds(kernels, KERNEL_COLUMNS, "kernels")
     check_invariants(from_frame(ops), from_frame(kernels))
+
+
+# ---------------------------------------------------------------- the tables as numpy columns
+
+Table = dict[str, np.ndarray]  # porter.core.columns' unit: name -> 1-D array
+
+
+def from_frame(df: pd.DataFrame) -> Table:
+    """A DataFrame's columns as numpy arrays (str columns as object arrays)."""
+    return {str(c): df[c].to_numpy() for c in df.columns}
+
+
+def check_invariants(ops: Table, kernels: Table) -> None:
+    """Ids unique, classes and kinds known, times finite and non-negative, and each op's
+    device_us the sum of the kernels attributed to it."""
+    op_id = np.asarray(ops["op_id"], dtype=np.int64)
+    order = np.argsort(op_id, kind="stable")
+    ids = op_id[order]
+    if len(ids) > 1 and (ids[1:] == ids[:-1]).any():
+        raise SchemaViolation("ops.op_id is not unique")
+    bad_class = set(ops["op_class"].tolist()) - set(OP_CLASSES)
+    if bad_class:
+        raise SchemaViolation(f"ops.op_class has unknown classes {sorted(map(str, bad_class))}")
+    for col in ("device_us", "host_us"):
+        vals = np.asarray(ops[col], dtype=np.float64)
+        if np.isnan(vals).any() or (vals < 0).any():
+            raise SchemaViolation(f"ops.{col} has NaN or negative values")
+    dur = np.asarray(kernels["dur_us"], dtype=np.float64)
+    if (dur < 0).any() or np.isnan(dur).any():
+        raise SchemaViolation("kernels.dur_us has NaN or negative values")
+    bad_kind = set(kernels["kind"].tolist()) - set(KERNEL_KINDS)
+    if bad_kind:
+        raise SchemaViolation(f"kernels.kind has unknown kinds {sorted(map(str, bad_kind))}")
+    if not len(dur):
+        return
+    k_op = np.asarray(kernels["op_id"], dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, k_op), 0, max(len(ids) - 1, 0))
+    found = ids[pos] == k_op if len(ids) else np.zeros(len(k_op), dtype=bool)
+    if not found.all():
+        orphans = np.unique(k_op[~found])
+        raise SchemaViolation(f"{len(orphans)} kernel op_ids name no op (e.g. {orphans[:3].tolist()})")
+    per_op = np.bincount(pos, weights=dur, minlength=len(ids))
+    has = np.bincount(pos, minlength=len(ids)) > 0
+    device = np.asarray(ops["device_us"], dtype=np.float64)[order]
+    total = float(dur.sum())
+    if total > 0 and float(np.abs(device[has] - per_op[has]).sum()) > 1e-6 * total + 1e-6:
+        raise SchemaViolation("ops.device_us does not equal the kernels attributed to each op")
+    if abs(float(device.sum()) - total) > 1e-6 * total + 1e-6:
+        raise SchemaViolation("ops.device_us total differs from the kernels' total")

@@ -28,21 +28,11 @@ if TYPE_CHECKING:
 
 from porter.core.errors import PorterError, TargetUnavailable
 from porter.core.tags import module_path, module_range
+from porter.targets.failure import CaptureFailure, describe_failure
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "rocm", "mps", "tpu")
 AUTO_DEVICE = "auto"  # a bare stack name: the stack picks its own default platform
 DEFAULT_STACK: dict[str, str] = {"cpu": "eager", "cuda": "eager", "rocm": "eager", "mps": "eager", "tpu": "xla"}
-
-
-class CaptureFailure(PorterError):
-    """The model does not run on the target: names the op and module when known."""
-
-    def __init__(self, message: str, *, op: str = "", module: str | None = None, hint: str | None = None):
-        self.op = op
-        self.module = module
-        self.detail = ""  # full error text (traceback) for the failed bundle
-        self.category = ""  # one of porter.targets.failure.CATEGORIES when known
-        super().__init__(message, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -385,9 +375,7 @@ class Stack(abc.ABC):
         with module_hooks(prepared.model.module, tracker=tracker):
             return self.run(prepared)
 
-    def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> "CaptureFailure":
-        from porter.targets.failure import describe_failure
-
+    def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> CaptureFailure:
         tracker = prepared.info.pop("_tracker", None)
         return describe_failure(exc, prepared.model.module, self.name,
                                 tracked_module=tracker.failed_in if tracker else None,

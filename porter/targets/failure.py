@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from porter.targets.base import CaptureFailure, module_path
+from porter.core.errors import PorterError
+from porter.core.tags import module_path
 
 OP_PATTERNS = (
     re.compile(r"OpOverload\(op='([\w.]+)'"),  # torch.onnx dispatch: no ONNX function for this op
@@ -57,6 +58,17 @@ _RULES = (
                              r"NotImplementedError|No ONNX function found|No decompositions registered", re.I)),
 )
 CORE_NAMESPACES = ("aten", "prims", "torch", "Tensor")
+
+
+class CaptureFailure(PorterError):
+    """The model does not run on the target: names the op and module when known."""
+
+    def __init__(self, message: str, *, op: str = "", module: str | None = None, hint: str | None = None):
+        self.op = op
+        self.module = module
+        self.detail = ""  # full error text (traceback) for the failed bundle
+        self.category = ""  # one of CATEGORIES when known
+        super().__init__(message, hint=hint)
 
 
 def categorize(exc: BaseException, op: str) -> str:

@@ -122,7 +122,7 @@ def resnet_wide():
 def gpt2_wide3():
     """gpt2_wide with three blocks: three GELU chains whose fused form on a compiler is several
     times faster than eager's eight calls, each gap well above this machine's timing noise, so
-    a top 3 by gap is defined by the model rather than by chance (tests/test_live_agreement.py)."""
+    a top 3 by gap is defined by the model rather than by chance (tests/e2e/test_live_agreement.py)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
@@ -136,7 +136,7 @@ def bert_wide3():
     runs 1-1.5 ms faster than eager each, well clear of the next gaps (the output dense layers
     and the GELUs, +-0.3 ms, within this machine's noise of each other). With two layers the
     third place of a top 3 is a four-way tie that a noisy run orders by chance
-    (tests/test_live_agreement.py)."""
+    (tests/e2e/test_live_agreement.py)."""
     return _bert_wide(3)
 
 
