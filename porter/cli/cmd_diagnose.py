@@ -37,13 +37,12 @@ def diagnose(
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
-    import gc
     import shlex
 
     import orjson
 
     from porter.capture.options import CaptureOptions
-    from porter.pipeline.diagnose import diagnose_specs, render_reports
+    from porter.pipeline.diagnose import diagnose_specs
     from reports.terminal import summary_lines
 
     imports_settled()
@@ -56,19 +55,17 @@ def diagnose(
     command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     try:
         with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
-            d, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
-                                     report=False, capture_options=opts, progress=progress, command=command,
-                                     ops=with_ops, target_dtype=dtype or "", target_autocast=autocast or "")
-            del d  # the reports need only diagnosis.json: free the analysis before rendering
-            gc.collect()
-            payload = render_reports(dest, progress) if not no_report else None
+            # keep_analysis=False: the analysis is freed before the reports render (the peak memory)
+            _, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
+                                     report=not no_report, keep_analysis=False, capture_options=opts,
+                                     progress=progress, command=command, ops=with_ops, target_dtype=dtype or "",
+                                     target_autocast=autocast or "")
     except PorterError as exc:
         fail(exc)
     if as_json:
         sys.stdout.write(dest.read_text())
         return
-    if payload is None:
-        payload = orjson.loads(dest.read_bytes())  # porter wrote it: no NaN
+    payload = orjson.loads(dest.read_bytes())  # porter wrote it once: no NaN
     for line in summary_lines(payload, width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
     wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")

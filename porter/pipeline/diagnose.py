@@ -9,6 +9,7 @@ A failure leaves the previous diagnosis intact. The JSON holds everything a repo
 
 from __future__ import annotations
 
+import gc
 import shutil
 import time
 from pathlib import Path
@@ -33,11 +34,11 @@ from porter.bundles.bundle import RAW, Bundle, is_bundle, staging, write_manifes
 from porter.bundles.ingest import safe_raw_name
 from porter.core.atomic import check_output_dir
 from porter.core.errors import BundleError, PorterError
-from porter.pipeline.document import DIAGNOSIS, Document, read, records, rewrite_seconds, to_json, write_json
+from porter.pipeline.document import DIAGNOSIS, Document, records, to_json, write_json
 from porter.pipeline.result import STEP_TABLES, Diagnosis, Pair, model_fingerprint
 
 __all__ = ["DIAGNOSIS", "LIVE_OPTIONS", "Diagnosis", "Pair", "analyse", "diagnose", "diagnose_specs", "live_pair",
-           "refuse_unrelated_pair", "render_reports", "to_json"]
+           "refuse_unrelated_pair", "to_json"]
 
 # Live captures inside diagnose: fewer profiled steps and timed repeats than `porter capture`,
 # so the default model diagnoses from cpu to xla in under a minute on two cores.
@@ -286,24 +287,6 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     return d, finish(doc, report, progress, t0)
 
 
-def render_reports(dest: Path, progress: Progress = lambda msg: None) -> dict[str, Any]:
-    """Write report.html/.md beside a DIR/diagnosis.json already written without them, then
-    add the render time to its `seconds` (a second write: diagnose(report=True) writes once);
-    returns diagnosis.json as written, parsed once for both."""
-    from reports.build import write_reports
-
-    progress("writing reports")
-    t0 = time.perf_counter()
-    payload = read(dest)
-    write_reports(dest.parent, ("html", "md"), data=payload)
-    seconds = dict(payload.get("seconds") or {})
-    seconds["render"] = time.perf_counter() - t0
-    seconds["total"] = float(seconds.get("total") or 0.0) + seconds["render"]
-    rewrite_seconds(dest, payload, seconds)
-    payload["seconds"] = seconds
-    return payload
-
-
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
                    catalogue: str | Path | None = None, capture_options: Any = None, interleave: Any = None,
                    progress: Progress = lambda msg: None, target_dtype: str = "", target_autocast: str = "",
@@ -334,5 +317,6 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
                        live=pair.live, **kwargs)
     if not keep_analysis:
         del d, pair  # the inputs and the analysis, before the reports' parsed diagnosis.json
+        gc.collect()
         d = None
     return d, finish(doc, report, progress, t1)

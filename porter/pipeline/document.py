@@ -162,8 +162,3 @@ class Document:
     def write(self) -> Path:
         atomic_write_bytes(self.path, encode({**self.payload, "seconds": self.seconds}))
         return self.path
-
-
-def rewrite_seconds(path: Path, payload: dict[str, Any], seconds: dict[str, float]) -> Path:
-    """A diagnosis.json already on disk, again with more phases timed (render_reports)."""
-    return Document(Path(path), payload, seconds).write()

@@ -21,7 +21,7 @@ from porter.pipeline.diagnose import analyse
 from porter.core.schema import encode_call_members
 from tests.e2e.test_live_identity import LIVE_OPTS, _ops, source_bundles  # noqa: F401 (a fixture: eager captures once per module)
 
-LIBRARY = Path(__file__).parents[2] / "models" / "library_models.py"
+LIBRARY = Path(__file__).parents[1] / "models" / "library_models.py"
 REL = 1e-6  # shares are normalised floats: a split's parts add up to the whole to rounding
 
 

@@ -18,7 +18,7 @@ from porter.targets import CaptureFailure
 from porter.targets import get_stack, parse_target
 from tests.conftest import run_porter
 
-BAD = Path(__file__).parents[2] / "models" / "bad_models.py"
+BAD = Path(__file__).parents[1] / "models" / "bad_models.py"
 FAST = ("--steps", "2", "--warmup", "1", "--repeats", "5")
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=5)
 

@@ -12,7 +12,7 @@ from porter.capture.models import fingerprint, load_model
 from porter.capture.models.zoo import BUILTINS
 from tests.conftest import run_porter
 
-BAD = Path(__file__).parents[2] / "models" / "bad_models.py"
+BAD = Path(__file__).parents[1] / "models" / "bad_models.py"
 
 
 @pytest.mark.parametrize("name", list(BUILTINS))

@@ -69,7 +69,7 @@ def test_capture_keeps_kineto_lines_in_the_bundle_log(tmp_path):
 
 
 def test_only_the_run_command_is_built_and_help_is_whole(monkeypatch):
-    """main() registers only the command a line runs (porter.cli.app.only_the_command_run), then
+    """main() registers only the command a line runs (porter.cli.process.only_the_command_run), then
     puts the whole set back; `porter --help` and a misspelt command still see every one."""
     import gc
 

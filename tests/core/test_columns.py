@@ -118,7 +118,7 @@ def test_factorize_matches_pandas(values: list) -> None:
 
 
 def test_trace_commands_are_told_from_model_runs(tmp_path) -> None:
-    """One OpenBLAS thread only where no model runs (porter/cli/app.py one_blas_thread)."""
+    """One OpenBLAS thread only where no model runs (porter/cli/process.py one_blas_thread)."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text("{}")
     b.write_text("{}")

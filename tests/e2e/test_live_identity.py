@@ -24,7 +24,7 @@ from porter.core.errors import PorterError
 from porter.core.schema import coerce_ops
 from tests.conftest import run_porter
 
-MODELS = Path(__file__).parents[2] / "models"
+MODELS = Path(__file__).parents[1] / "models"
 LIBRARY = MODELS / "library_models.py"
 FAILING = MODELS / "failing_models.py"
 OPTS = CaptureOptions(steps=2, warmup=1, repeats=2, activations=False)
