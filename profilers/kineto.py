@@ -41,6 +41,7 @@ import msgspec
 import numpy as np
 
 from porter.core.errors import TraceFormatError
+from porter.core.run import job_rank
 from profilers.base import GZIP_MAGIC, ReadResult, read_bytes
 from profilers.intervals import Nesting
 from profilers.kineto_events import ANNOTATION_CATS, Columns, Document, Split, decode, is_category, split, take
@@ -169,6 +170,10 @@ def read(path: Path) -> ReadResult:
         "device_id": rows.device_id, "stream": rows.stream, "start_us": rows.start,
         "dur_us": rows.dur, "correlation": rows.correlation,
     }
+    rank = job_rank(meta.extra)  # one rank of a multi-rank job: every row says which (else the column is -1)
+    if rank is not None:
+        ops_table["rank"] = np.full(n_all, rank, dtype=np.int64)
+        kernels["rank"] = np.full(len(rows.op), rank, dtype=np.int64)
     return ReadResult(ops_table, kernels, meta)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from porter.core.atomic import atomic_write_text
 from porter.core.errors import PorterError
-from reports.model import Accuracy, AccuracyRow, Fix, Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Spread, TimeRow
+from reports.model import Accuracy, AccuracyRow, Fix, Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Estimate, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
 
@@ -109,7 +109,7 @@ def _model_name(src: dict, tgt: dict) -> str:
     return common if len(common) >= 3 else f"{a} vs {b}"
 
 
-def _headline_spread(headline: dict | None, e2e: dict) -> Spread:
+def _headline_spread(headline: dict | None, e2e: dict) -> Estimate:
     """The headline ratio (diagnosis.json `headline`: on a live pair, unprofiled forwards timed
     alternately) with its 95% interval; without an interval, the per-step spread below."""
     h = headline or {}
@@ -118,10 +118,10 @@ def _headline_spread(headline: dict | None, e2e: dict) -> Spread:
         return _ratio_spread(e2e)
     if lo is None or hi is None:
         return dataclasses.replace(_ratio_spread(e2e), value=value)
-    return Spread(value=value, lo=lo, hi=hi, samples=h.get("n"), kind="95% interval")
+    return Estimate(value=value, lo=lo, hi=hi, samples=h.get("n"), kind="95% interval")
 
 
-def _ratio_spread(e2e: dict) -> Spread:
+def _ratio_spread(e2e: dict) -> Estimate:
     """Per-step ratio target/source, with bounds from each side's interquartile step times."""
     value = _f(e2e.get("ratio"))
     value = float("nan") if value is None else value
@@ -129,10 +129,10 @@ def _ratio_spread(e2e: dict) -> Spread:
     s = [float(x) for x in _get(e2e, f"source_{per}.samples", default=[])]
     t = [float(x) for x in _get(e2e, f"target_{per}.samples", default=[])]
     if len(s) < 2 or len(t) < 2 or min(s) <= 0:
-        return Spread(value=value, samples=min(len(s), len(t)) or None, kind="one step per side" if s and t else "")
+        return Estimate(value=value, samples=min(len(s), len(t)) or None, kind="one step per side" if s and t else "")
     s1, s3 = np.percentile(s, [25, 75])
     t1, t3 = np.percentile(t, [25, 75])
-    return Spread(value=value, lo=float(t1 / s3), hi=float(t3 / s1), samples=min(len(s), len(t)), kind="interquartile steps")
+    return Estimate(value=value, lo=float(t1 / s3), hi=float(t3 / s1), samples=min(len(s), len(t)), kind="interquartile steps")
 
 
 # ---------------------------------------------------------------- time tables

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
-class Spread:
-    """A measured value with its spread (e.g. median and the min/max or IQR of the repeats)."""
+class Estimate:
+    """A figure as the report shows it: a value and its bounds (an interval, a range or the IQR; `kind` says
+    which). Not porter.core.samples.Samples, which holds the repeats themselves."""
 
     value: float
     lo: float | None = None
@@ -190,7 +191,7 @@ class ReportModel:
     mode: str  # "trace" (recorded traces) or "live" (porter ran the model)
     source: Side
     target: Side
-    ratio: Spread  # end-to-end target / source
+    ratio: Estimate  # end-to-end target / source
     coverage: float | None  # share of target device time matched to source ops
     by_class: list[TimeRow]
     by_module: list[TimeRow]

@@ -17,43 +17,10 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.align import UNMATCHED, Alignment
+from porter.core.samples import Samples
 
 
-@dataclass(frozen=True)
-class Spread:
-    """Samples of one quantity with the statistics a reader needs to trust them."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.samples)
-
-    @property
-    def median(self) -> float:
-        return float(np.median(self.samples)) if self.samples else float("nan")
-
-    @property
-    def iqr(self) -> float:
-        if not self.samples:
-            return float("nan")
-        q1, q3 = np.percentile(self.samples, [25, 75])
-        return float(q3 - q1)
-
-    @property
-    def rel_spread(self) -> float:
-        """IQR over median: above ~0.1 the samples are too noisy to rank small gaps."""
-        m = self.median
-        return self.iqr / m if m and m == m else float("nan")
-
-    def to_dict(self) -> dict:
-        s = self.samples
-        return {"n": self.n, "median": self.median, "min": float(min(s)) if s else None,
-                "max": float(max(s)) if s else None, "iqr": self.iqr, "rel_spread": self.rel_spread,
-                "samples": [float(x) for x in s]}
-
-
-def step_totals(ops: pd.DataFrame, times: pd.Series) -> tuple[Spread, float]:
+def step_totals(ops: pd.DataFrame, times: pd.Series) -> tuple[Samples, float]:
     """Charged time per profiled step, and the time outside any step.
 
     A trace without step markers counts as one step holding everything.
@@ -62,9 +29,9 @@ def step_totals(ops: pd.DataFrame, times: pd.Series) -> tuple[Spread, float]:
     steps = ops["step"].to_numpy()
     inside = steps >= 0
     if not inside.any():
-        return Spread((float(t.sum()),)), 0.0
+        return Samples((float(t.sum()),)), 0.0
     per = pd.Series(t[inside]).groupby(steps[inside]).sum()
-    return Spread(tuple(float(v) for v in per.to_numpy())), float(t[~inside].sum())
+    return Samples(tuple(float(v) for v in per.to_numpy())), float(t[~inside].sum())
 
 
 def _ratio(a: float, b: float) -> float:
@@ -138,21 +105,21 @@ def with_module_kind(ops: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class EndToEnd:
-    source: Spread  # charged time per step
-    target: Spread
+    source: Samples  # charged time per step
+    target: Samples
     source_outside_steps_us: float
     target_outside_steps_us: float
     source_total_us: float  # whole trace
     target_total_us: float
-    source_wall: Spread | None = None  # seconds per step, from a live capture's timing samples
-    target_wall: Spread | None = None
+    source_wall: Samples | None = None  # seconds per step, from a live capture's timing samples
+    target_wall: Samples | None = None
 
     source_has_steps: bool = True
     target_has_steps: bool = True
     # busy time (union of kernel intervals, porter.analysis.busy) where streams overlap: per
     # step and whole trace; None when the kernel sum is the basis
-    source_busy: Spread | None = None
-    target_busy: Spread | None = None
+    source_busy: Samples | None = None
+    target_busy: Samples | None = None
     source_busy_total_us: float | None = None
     target_busy_total_us: float | None = None
 
@@ -188,7 +155,7 @@ class EndToEnd:
         """This, with busy time from porter.analysis.busy.busy_block when streams overlap."""
         if not block or not block.get("streams_overlap"):
             return self
-        per = {r: Spread(tuple(float(x) for x in (block[r].get("per_step_busy_us") or ()))) for r in ("source", "target")}
+        per = {r: Samples(tuple(float(x) for x in (block[r].get("per_step_busy_us") or ()))) for r in ("source", "target")}
         return replace(self, source_busy=per["source"], target_busy=per["target"],
                        source_busy_total_us=float(block["source"]["busy_us"]),
                        target_busy_total_us=float(block["target"]["busy_us"]))
@@ -221,7 +188,7 @@ class EndToEnd:
 
 
 def end_to_end(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame,
-               source_wall: Spread | None = None, target_wall: Spread | None = None) -> EndToEnd:
+               source_wall: Samples | None = None, target_wall: Samples | None = None) -> EndToEnd:
     s, s_out = step_totals(source_ops, al.source_times.values)
     t, t_out = step_totals(target_ops, al.target_times.values)
     return EndToEnd(s, t, s_out, t_out, al.source_times.total, al.target_times.total, source_wall, target_wall,

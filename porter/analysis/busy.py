@@ -11,10 +11,12 @@ count as busy in full, with no overlap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+
+from porter.core.run import Run
 
 OVERLAP_MATTERS = 0.01  # overlap above 1% of kernel time: compare sides by busy time
 
@@ -53,22 +55,34 @@ def busy_by(kernels: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "busy_us", "kernel_us", "overlap_us", "kernels"])
 
 
-def side_busy(kernels: pd.DataFrame) -> dict[str, Any]:
-    """One side's busy block: per device, per step (device busy time summed over devices), totals."""
+def side_busy(kernels: pd.DataFrame, device: tuple[str, ...] = ("device_id",)) -> dict[str, Any]:
+    """One run's busy block: per device, per step (device busy time summed over devices), totals.
+    device: the columns that name one device (a multi-rank job's are (rank, device_id))."""
     if kernels.empty:
         return {"devices": [], "busy_us": 0.0, "kernel_us": 0.0, "overlap_us": 0.0, "overlap_share": None,
                 "per_step_busy_us": []}
-    dev = busy_by(kernels, ["device_id"])
-    steps = busy_by(kernels[kernels["step"] >= 0], ["step", "device_id"]).groupby("step")["busy_us"].sum()
+    dev = busy_by(kernels, list(device))
+    steps = busy_by(kernels[kernels["step"] >= 0], ["step", *device]).groupby("step")["busy_us"].sum()
     busy, total = float(dev["busy_us"].sum()), float(dev["kernel_us"].sum())
     return {"devices": dev.to_dict(orient="records"), "busy_us": busy, "kernel_us": total,
             "overlap_us": max(total - busy, 0.0), "overlap_share": max(total - busy, 0.0) / total if total > 0 else None,
             "per_step_busy_us": [float(v) for v in steps.to_numpy()]}
 
 
-def busy_block(source_kernels: pd.DataFrame, target_kernels: pd.DataFrame) -> dict[str, Any]:
+def run_busy(run: Run) -> dict[str, Any]:
+    """side_busy of one Run; the devices of a job's ranks are told apart by rank (each rank's
+    device 0 is another device)."""
+    return side_busy(run.kernels, ("rank", "device_id") if run.ranks() else ("device_id",))
+
+
+def runs_busy(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Each run's busy block, labelled: the per-run view the pairwise block is made of."""
+    return [{"label": r.label, "role": r.role, "rank": r.rank, **run_busy(r)} for r in runs]
+
+
+def busy_block(source: Run, target: Run) -> dict[str, Any]:
     """diagnosis.json `busy`: both sides, and the ratio the headline should use when streams overlap."""
-    s, t = side_busy(source_kernels), side_busy(target_kernels)
+    s, t = run_busy(source), run_busy(target)
     overlapped = any((x["overlap_share"] or 0.0) > OVERLAP_MATTERS for x in (s, t))
     return {"source": s, "target": t, "streams_overlap": overlapped,
             "busy_ratio": t["busy_us"] / s["busy_us"] if s["busy_us"] > 0 else None,

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import statistics
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from porter.bench.context import SeriesKey, environment_id
-from porter.bench.stats import median_ci
+from porter.core.samples import Samples
 
 OK, FAILED = "ok", "failed"
 
@@ -47,12 +46,17 @@ class CaseResult:
         return float(self.spec.get("threshold", 0.05))
 
     @property
+    def stats(self) -> Samples:
+        """The samples' statistics, as every repeat in porter has them (porter.core.samples)."""
+        return Samples.of(self.samples_s)
+
+    @property
     def median_s(self) -> float:
-        return statistics.median(self.samples_s) if self.samples_s else float("nan")
+        return self.stats.median
 
     @property
     def ci_s(self) -> tuple[float, float]:
-        return median_ci(self.samples_s)
+        return self.stats.median_ci()
 
 
 @dataclass

@@ -15,9 +15,8 @@ from typing import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from porter.runtime.timing import Timing
+from porter.core.samples import CONFIDENCE, Samples, median_ci
 
-CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261201  # fixed: the same history always gives the same interval
 
@@ -25,20 +24,6 @@ MEDIAN_CI_METHOD = "95% distribution-free interval of the median (binomial order
 RATIO_CI_METHOD = ("95% percentile bootstrap of median(new)/median(baseline), 2000 resamples; the baseline "
                    "resamples whole runs first, then samples within each, so run-to-run drift widens it")
 TEST_METHOD = "two-sided Mann-Whitney U on raw samples, Holm-corrected across series"
-
-
-def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Order-statistic interval for the median: ranks where Binomial(n, 1/2) leaves alpha/2 each side."""
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = len(x)
-    if n == 0:
-        return math.nan, math.nan
-    if n < 6:  # too few for a 95% order-statistic interval: the range is the honest answer
-        return float(x[0]), float(x[-1])
-    alpha = 1 - confidence
-    lo = int(sps.binom.ppf(alpha / 2, n, 0.5))  # 0-based rank of the lower bound
-    hi = n - 1 - lo
-    return float(x[max(lo - 1, 0)]), float(x[min(hi + 1, n - 1)])
 
 
 def ci_half_width(samples: Sequence[float]) -> float:
@@ -56,8 +41,8 @@ ADMISSION_METHOD = ("noise admission: stable when the median's 95% interval is w
 
 
 def spread(samples: Sequence[float]) -> float:
-    """IQR / median (porter.runtime.timing.Timing's definition)."""
-    return Timing(list(samples)).spread
+    """IQR / median (porter.core.samples.Samples's definition, as everywhere in porter)."""
+    return Samples.of(samples).rel_spread
 
 
 def admitted(samples: Sequence[float], threshold: float) -> bool:

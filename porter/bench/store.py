@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -86,6 +87,23 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _wal(conn: sqlite3.Connection, wait_s: float = 120.0) -> None:
+    """Switch a store to WAL, waiting for another writer: SQLite answers a journal-mode change
+    that races a second process opening a new file with "database is locked" at once, without
+    its busy handler (two `porter bench` runs starting together failed so)."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 class Store:
     """A history store at a SQLite path or a PostgreSQL URL (see module doc)."""
 
@@ -115,7 +133,7 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(path, timeout=120, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _wal(conn)
             conn.execute("PRAGMA busy_timeout=120000")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:

@@ -24,6 +24,7 @@ from porter import __version__
 from porter.core import columns
 from porter.core.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
 from porter.core.errors import BundleError
+from porter.core.run import Run
 from porter.core.schema import KERNEL_COLUMNS, OPS_COLUMNS, SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops
 
 if TYPE_CHECKING:  # pandas loads when a bundle is read into DataFrames, not to write one
@@ -51,6 +52,20 @@ class Bundle:
     @property
     def device_name(self) -> str:
         return self.manifest.get("device", {}).get("name", "")
+
+    @property
+    def rank(self) -> int | None:
+        """The job's rank this bundle holds alone (manifest rank); None for a single-rank run."""
+        rank = self.manifest.get("rank")
+        return int(rank) if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def run_of(bundle: Bundle, role: str) -> Run:
+    """The Run the pipeline passes around for one bundle (porter.core.run)."""
+    target = bundle.manifest.get("target") or {}
+    stack = target.get("stack") if isinstance(target, dict) else None
+    return Run(ops=bundle.ops, kernels=bundle.kernels, label=bundle.label, role=role, rank=bundle.rank,
+               stack=str(stack) if stack else None, manifest=bundle.manifest)
 
 
 def file_sha256(path: Path) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from porter.core.atomic import OutputError, check_output_dir
 from porter.core.columns import n_rows
+from porter.core.run import job_rank
 from porter.bundles.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
                           write_manifest, write_tables)
 from profilers.base import ReadResult
@@ -62,6 +63,7 @@ def manifest_for(trace: Path, result: ReadResult, fmt_seconds: float) -> dict:
             "read_seconds": round(fmt_seconds, 4),
         },
         trace_meta=meta.extra,
+        rank=job_rank(meta.extra),  # one rank of a multi-rank job; None for a single-rank run
     )
 
 

@@ -88,6 +88,7 @@ OPS_COLUMNS: tuple[Column, ...] = (
                               "(porter.targets.call_tags), '' when not tagged", optional=True),
     Column("call_members", "str", "", "live captures: a fused op's member op calls, JSON [[module, '<op>#<k>', "
                                       "estimated cost share], ...], '' unless it holds two calls or more", optional=True),
+    Column("rank", "int", "", "the rank of a multi-rank job the op ran on; -1 for a single-rank run", optional=True),
 )
 
 KERNEL_COLUMNS: tuple[Column, ...] = (
@@ -100,6 +101,7 @@ KERNEL_COLUMNS: tuple[Column, ...] = (
     Column("start_us", "float", "us", "start on the device timeline"),
     Column("dur_us", "float", "us", "duration"),
     Column("correlation", "int", "", "runtime correlation id, -1 when none"),
+    Column("rank", "int", "", "the rank of a multi-rank job the kernel ran on; -1 for a single-rank run", optional=True),
 )
 
 KERNEL_KINDS = ("kernel", "memcpy", "memset")

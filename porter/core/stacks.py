@@ -43,6 +43,10 @@ class StackInfo:
     ops_predictor: str | None = None  # "module:function" reading the stack's own registries
     ops_runner: str | None = None  # "module:function" running one op alone on the stack
     ops_exports: bool = False  # porter ops checks each op by exporting it (seconds per op)
+    # one intra-op thread, beyond torch's count (which every stack here follows; ORT's session
+    # takes it too): environment flags appended while the policy asks for one thread
+    # (porter.runtime.threads.applied), read by the stack's runtime when it starts
+    one_thread_flags: Mapping[str, str] = field(default_factory=dict)
 
     def catalogue_key(self, device_type: str) -> str:
         return self.catalogue.get(device_type, self.catalogue_default)
@@ -58,7 +62,10 @@ STACKS: dict[str, StackInfo] = {  # the order is the order `porter targets` list
                           ops_runner="porter.ops.confirm:run_inductor"),
     "xla": StackInfo("xla", "porter.targets.xla",
                      {"cpu": "xla-cpu", "tpu": "xla-tpu", **{g: "xla-gpu" for g in GPU_TYPES}},
-                     ops_predictor="porter.ops.predict:predict_xla", ops_runner="porter.ops.confirm:run_xla"),
+                     ops_predictor="porter.ops.predict:predict_xla", ops_runner="porter.ops.confirm:run_xla",
+                     # XLA:CPU's Eigen pool; its YNN/partitioned-fusion pool needs one CPU while the client
+                     # starts as well (porter.runtime.threads.one_cpu_while_xla_starts)
+                     one_thread_flags={"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}),
     "ort": StackInfo("ort", "porter.targets.onnxruntime", catalogue_default="ort", ops_exports=True),
 }
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from porter.analysis.align import align, unmatched
-from porter.analysis.attribute import Spread, end_to_end, group_table, rollup, with_module_kind
+from porter.analysis.attribute import end_to_end, group_table, rollup, with_module_kind
 from porter.analysis.busy import busy_block
 from porter.analysis.compiled import has_regions
 from porter.analysis.fixes import Catalogue
@@ -30,10 +30,11 @@ from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.paircheck import check_pair
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 from porter.core.stacks import stack_of
-from porter.bundles.bundle import RAW, Bundle, is_bundle, staging, write_manifest, write_tables
+from porter.bundles.bundle import RAW, Bundle, is_bundle, run_of, staging, write_manifest, write_tables
 from porter.bundles.ingest import safe_raw_name
 from porter.core.atomic import check_output_dir
 from porter.core.errors import BundleError, PorterError
+from porter.core.samples import Samples
 from porter.pipeline.document import DIAGNOSIS, Document, records, to_json, write_json
 from porter.pipeline.result import STEP_TABLES, Diagnosis, Pair, model_fingerprint
 
@@ -48,11 +49,11 @@ Progress = Callable[[str], None]
 
 # ---------------------------------------------------------------- inputs
 
-def wall_spread(manifest: dict[str, Any]) -> Spread | None:
+def wall_spread(manifest: dict[str, Any]) -> Samples | None:
     """Step wall times (seconds) from a live capture's manifest, None when absent."""
     timing = manifest.get("timing")
     if isinstance(timing, dict) and timing.get("samples_s"):
-        return Spread(tuple(float(x) for x in timing["samples_s"]))
+        return Samples(tuple(float(x) for x in timing["samples_s"]))
     return None
 
 
@@ -100,14 +101,15 @@ def measure(source: Bundle, target: Bundle, pair: Pair, catalogue: Catalogue,
     groups["source_op_ids"] = ids["source_ids"].reindex(groups["group_id"]).to_list()
     groups["target_op_ids"] = ids["target_ids"].reindex(groups["group_id"]).to_list()
     d = Diagnosis(
-        source=source, target=target, pair=pair, alignment=al, e2e=e2e, groups=groups,
+        source=source, target=target, runs=(run_of(source, "source"), run_of(target, "target")), pair=pair,
+        alignment=al, e2e=e2e, groups=groups,
         by_module=rollup(al, al.source_ops, al.target_ops, "module"),
         by_module_kind=rollup(al, with_module_kind(al.source_ops), with_module_kind(al.target_ops), "module_kind"),
         by_class=with_gross(rollup(al, *class_ops, "op_class"), class_gross(al, *class_ops)),
         by_framework_op=rollup(al, al.source_ops, al.target_ops, "framework_op"),
         unmatched={"source": unmatched(al, al.source_ops, "source"), "target": unmatched(al, al.target_ops, "target")},
     )
-    d.busy = busy_block(source.kernels, target.kernels)
+    d.busy = busy_block(*d.runs)
     d.e2e = d.e2e.with_busy(d.busy)  # streams overlap: the ratio counts busy time, not the kernel sum
     d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
     return d, perf_model(d, catalogue, accuracy)  # times cost and rank

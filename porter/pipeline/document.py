@@ -17,7 +17,7 @@ import pandas as pd
 
 from porter import __version__
 from porter.analysis.align import Alignment
-from porter.analysis.attribute import Spread
+from porter.core.samples import Samples
 from porter.bundles.bundle import Bundle
 from porter.core.atomic import atomic_write_bytes
 from porter.pipeline.result import Diagnosis, model_fingerprint
@@ -58,7 +58,7 @@ def _array(chunks: Iterable[list[dict[str, Any]]]) -> orjson.Fragment:
     return orjson.Fragment(b"[" + b",".join(parts) + b"\n  ]" if parts else b"[]")
 
 
-def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[str, Any]:
+def _side_summary(b: Bundle, role: str, al: Alignment, steps: Samples) -> dict[str, Any]:
     m = b.manifest
     times = al.source_times if role == "source" else al.target_times
     return {
@@ -73,6 +73,7 @@ def _side_summary(b: Bundle, role: str, al: Alignment, steps: Spread) -> dict[st
         "target": m.get("target"),
         "source_trace": m.get("source"),
         "stats": m.get("stats", {}),
+        **({"rank": b.rank} if b.rank is not None else {}),  # one rank of a multi-rank job
         "time_basis": times.basis,
         "total_us": times.total,
         "steps": steps.n,

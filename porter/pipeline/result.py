@@ -13,6 +13,7 @@ import pandas as pd
 from porter.analysis.align import Alignment
 from porter.analysis.attribute import EndToEnd
 from porter.bundles.bundle import Bundle, has_activations
+from porter.core.run import Run
 
 # A diagnosis.json block built by the module that names it (docs/diagnosis.md describes each):
 # its keys are that module's contract, not this one's.
@@ -57,6 +58,7 @@ class Diagnosis:
 
     source: Bundle
     target: Bundle
+    runs: tuple[Run, Run]  # the two bundles as the per-run analyses take them (porter.core.run)
     pair: Pair
     alignment: Alignment
     e2e: EndToEnd

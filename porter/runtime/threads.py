@@ -21,7 +21,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-XLA_SINGLE = "--xla_cpu_multi_thread_eigen=false"
+from porter.core.stacks import STACKS
+
+XLA_SINGLE = STACKS["xla"].one_thread_flags["XLA_FLAGS"]
 # XLA:CPU runs its YNN dot fusions and partitioned loop fusions on an intra-op pool sized, when
 # its client starts, from the CPUs the process may use; the Eigen flag above does not reach it.
 # With the flag alone a dot still ran on two threads (BENCHMARKS.md, "Lab notes: thread policy").
@@ -105,14 +107,20 @@ def applied(policy: ThreadPolicy) -> Iterator[ThreadPolicy]:
         return
     import torch
 
-    before_threads, before_flags = torch.get_num_threads(), os.environ.get("XLA_FLAGS")
+    flags: dict[str, list[str]] = {}  # each stack's own one-thread flags (porter.core.stacks)
+    for info in STACKS.values():
+        for var, flag in info.one_thread_flags.items():
+            flags.setdefault(var, []).append(flag)
+    before_threads, before_env = torch.get_num_threads(), {var: os.environ.get(var) for var in flags}
     torch.set_num_threads(1)
-    os.environ["XLA_FLAGS"] = f"{before_flags or ''} {XLA_SINGLE}".strip()
+    for var, added in flags.items():
+        os.environ[var] = " ".join([before_env[var] or "", *dict.fromkeys(added)]).strip()
     try:
         yield policy
     finally:
         torch.set_num_threads(before_threads)
-        if before_flags is None:
-            os.environ.pop("XLA_FLAGS", None)
-        else:
-            os.environ["XLA_FLAGS"] = before_flags
+        for var, value in before_env.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value

@@ -6,38 +6,41 @@ IQR and the noise verdict are derived from them.
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-NOISY_SPREAD = 0.10  # IQR / median above this: the median is not trustworthy to ~10%
+from porter.core.samples import Samples
+
 
 
 @dataclass
 class Timing:
+    """A capture's step times in seconds (the manifest's record); the statistics are
+    porter.core.samples.Samples's, so "noisy" means what it means in the diagnosis."""
+
     samples_s: list[float] = field(default_factory=list)
 
     @property
+    def stats(self) -> Samples:
+        return Samples.of(self.samples_s)
+
+    @property
     def median_s(self) -> float:
-        return statistics.median(self.samples_s) if self.samples_s else float("nan")
+        return self.stats.median
 
     @property
     def iqr_s(self) -> float:
-        if len(self.samples_s) < 4:
-            return max(self.samples_s) - min(self.samples_s) if self.samples_s else float("nan")
-        q = statistics.quantiles(self.samples_s, n=4)
-        return q[2] - q[0]
+        return self.stats.iqr
 
     @property
     def spread(self) -> float:
         """IQR relative to the median."""
-        m = self.median_s
-        return self.iqr_s / m if m and m == m else float("nan")
+        return self.stats.rel_spread
 
     @property
     def noisy(self) -> bool:
-        return self.spread > NOISY_SPREAD
+        return self.stats.noisy
 
     def to_dict(self) -> dict[str, Any]:
         return {

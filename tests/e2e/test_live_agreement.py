@@ -11,26 +11,10 @@ both are the same three modules with the same signs (`strict`: what a noisy capt
 intervals tie everything still shows when it ranks right). Tied sets must stay within MAX_TIED modules,
 or that timing did not rank the modules and anything would agree (a capture at load 3-5 on
 this 2-core machine tied 32 of gpt2_wide3's 35 leaf modules in the diagnosis and "agreed"
-with dense layers on top). Models: gpt2_wide3 (three GELU chains, each a gap of milliseconds
-that eager's eight calls pay and a compiler's one fused kernel does not, while the dense
-layers run the same kind of GEMM on both stacks) on xla and inductor; bert_wide3 (three dense
-layers XLA runs 1-1.5 ms faster than eager each) on xla; resnet_wide (XLA's convolutions
-slower, inductor's faster) on both; BERT on inductor as bert_wide3_newgelu (BERT with transformers' tanh GELU: with its own erf GELU, one aten::gelu
-on both stacks, eager and inductor run the same oneDNN GEMMs, and the alone timing itself tied
-25 of bert_wide's leaf modules: no top 3 to agree on). A shared machine can stall a whole
-capture: two retries, both sides afresh; a third miss fails. The check can fail: resnet_wide on
-inductor agreed 2/3 until a conv net's leaves were timed alone on inductor from channels-last
-inputs (benchmarks.live_modules.channels_last: inside the compiled model inductor keeps every
-activation channels-last, which makes layer1's convolutions 25-35% faster than eager's NCHW
-ones; compiled alone from NCHW they paid the reorders and matched eager), and resnet_wide ->
-xla before porter.analysis.async_gaps had the sign of layer1's convolutions wrong (0/3 same
-sign). A clean CI run failed two-layer
-bert_wide -> xla three times with agreement 3/3 but 13-16 modules tied in the diagnosis: its
-third place is a four-way tie of +-0.3 ms gaps (output dense layers and GELUs), 9 profiled steps
-gave intervals from the 2nd to the 8th, and a step_scale of 0.83 came from noise. Now 25 steps,
-a step_scale only where the profiler's slowdown is measured (porter.analysis.headline.step_scale),
-and three layers: bert_wide3 agreed 3/3 (strict 3/3) in three runs, ties 3-6, one of them
-beside a busy loop, where two-layer bert_wide tied 16.
+with dense layers on top). Models: gpt2_wide3 on xla and inductor, bert_wide3 on xla, bert_wide3_newgelu on inductor,
+resnet_wide on both (tests/models/library_models.py says why each size). A shared machine can
+stall a whole capture: two retries, both sides afresh; a third miss fails. How each model and
+the rule came to be, with the runs that shaped them: BENCHMARKS.md, "Lab notes: live agreement".
 """
 
 from __future__ import annotations
