@@ -332,7 +332,7 @@ def check(model: str, target: str, out: Path) -> dict[str, Any]:
              "alone: not a leaf module" if alone and r.module not in leaves else "alone: not timed")
         print(f"  {r.module or '(root)'} [{r.evidence}]: {r.source_us / steps:.1f} -> {r.target_us / steps:.1f} us "
               f"(x{r.ratio:.2f}); {a}")
-    from reports.build import fix_where
+    from reports.findings import fix_where
 
     print("top 3 fixes:")
     for f in (d.extras.get("fixes") or [])[:3]:

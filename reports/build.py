@@ -9,9 +9,7 @@ Rendering lives in reports.render; each output file is replaced atomically.
 from __future__ import annotations
 
 import dataclasses
-
 import json
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,31 +19,16 @@ import numpy as np
 
 from porter.core.atomic import atomic_write_text
 from porter.core.errors import PorterError
-from reports.model import Accuracy, AccuracyRow, Fix, Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Estimate, TimeRow
+from reports.model import Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Estimate, TimeRow
 from reports.render import FORMATS, OUTPUTS, render_all
-from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us, short_dtypes, short_shapes
+from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
 
 
-def _get(d: Any, *paths: str, default: Any = None) -> Any:
-    """First present, non-null value among dotted paths ("end_to_end.ratio"); default when none is."""
-    for path in paths:
-        cur = d
-        for part in path.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if cur is not None:
-            return cur
-    return default
-
-
-def _f(v: Any) -> float | None:
-    try:
-        out = float(v)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+from reports.fields import _f, _get
+from reports.findings import _accuracy, _fixes
 
 
 # ---------------------------------------------------------------- the two runs
@@ -242,123 +225,6 @@ def _portability_summary(block: dict | None) -> str:
     agree, judged = (block.get("agreement") or [0, 0])[:2]
     return (f"porter ops ran each of the model's {block.get('ops_checked', 0)} op variations alone on "
             f"{block.get('target')}: {counts}; the stack's registries predicted {agree} of {judged} correctly.")
-
-
-# ---------------------------------------------------------------- accuracy and fixes (porter.analysis.accuracy, porter.analysis.fixes)
-
-def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
-    """compare_modules records (propagated_rel_l2, local_rel_l2, tolerance, introduces_error)."""
-    out = []
-    for r in rows or []:
-        out.append(AccuracyRow(
-            module=str(r.get("module") or "(model output)"),
-            local=_f(_get(r, "local_rel_l2", "local")),
-            propagated=_f(_get(r, "propagated_rel_l2", "propagated")),
-            tolerance=_f(r.get("tolerance")),
-            introduces=bool(_get(r, "introduces_error", "introduces", default=False)),
-        ))
-    return out
-
-
-def _accuracy(d: Any) -> Accuracy | None:
-    """The accuracy block: per-module rows, plus the fp64 oracle verdict when one ran."""
-    if not d:
-        return None
-    rows = _accuracy_rows(d if isinstance(d, list) else _get(d, "modules", "per_module", default=[]))
-    info = d if isinstance(d, dict) else {}
-    oracle = info.get("oracle") or {}
-    tols = [r.tolerance for r in rows if r.tolerance is not None]
-    dtype = str(info.get("dtype") or "")
-    if oracle:
-        passed = bool(oracle.get("passed"))
-        verdict = (f"{'within' if passed else 'outside'} the fp64-oracle bound: target error {_f(oracle.get('target_error')) or 0:.2e} "
-                   f"vs bound {_f(oracle.get('bound')) or 0:.2e} ({_f(oracle.get('multiplier')) or 0:g} x the source's error + tolerance/10)")
-    elif rows and rows[0].propagated is not None and tols:
-        out_row = next((r for r in rows if r.module in ("", "(model output)")), rows[-1])
-        passed = bool(out_row.propagated is not None and out_row.tolerance is not None and out_row.propagated <= out_row.tolerance)
-        verdict = f"{'within' if passed else 'outside'} tolerance at the model output (relative L2 {fmt_sci(out_row.propagated)})"
-    else:
-        passed, verdict = None, str(info.get("verdict") or "not judged")
-    note = str(_get(info, "tolerance_reason", "tolerance_note", default="") or "")
-    if tols and not note:
-        note = f"Tolerance: relative L2 {max(tols):.0e}" + (f" for {dtype}" if dtype else "") + "."
-    return Accuracy(metric="relative L2", verdict=verdict, passed=passed, tolerance_note=note, rows=rows,
-                    op_paths=_op_paths(info.get("ops") or {}), not_compared=_gaps(info),
-                    precision=_precision(info.get("precision") or {}))
-
-
-def _precision(p: dict) -> list[str]:
-    """A precision port's sentences: the dtypes and tolerance, the rule, the modules beyond the dtype."""
-    if not p:
-        return []
-    d = p.get("dtype", "")
-    out = [f"Precision port: the source ran {p.get('source_dtype')}, the target {p.get('target_dtype')} "
-           f"({p.get('how', '')}); tolerance relative L2 {_f(p.get('tolerance')) or 0:.0e} ({p.get('tolerance_reason', '')}).",
-           str(p.get("rule", ""))]
-    beyond = list(p.get("beyond_dtype") or [])
-    if beyond:
-        out.append(f"Losing more than {d} implies: {', '.join(m or '(model)' for m in beyond)}.")
-    elif p.get("judged"):
-        gaps = len(p.get("no_verdict") or {})
-        out.append(f"No module loses more than {d} implies ({p.get('judged_modules', 0)} judged against float64"
-                   + (f"; {gaps} without a verdict" if gaps else "") + ").")
-    return out
-
-
-def _op_paths(ops: dict) -> list[str]:
-    """model > module > op, for each module whose ops were replayed one by one."""
-    out = []
-    for module, o in ops.items():
-        if o.get("op"):
-            ins = ", ".join(f"{i.get('dtype', '')}{i.get('shape', '')}" for i in (o.get("inputs") or [])[:3])
-            out.append(f"model → {module} → #{o.get('index')} {o['op']}({ins}): error {fmt_sci(_f(o.get('chained_rel_l2')))} "
-                       f"carried to it, {fmt_sci(_f(o.get('local_rel_l2')))} alone. {o.get('verdict', '')}"
-                       + (f" ({o['dtype_words']})" if o.get("dtype_words") else ""))
-        else:
-            out.append(f"model → {module}: op not located ({o.get('why', '')})")
-    return out
-
-
-def _gaps(info: dict) -> list[tuple[str, str]]:
-    """Modules with no comparison, then modules without a local error, each with why."""
-    local = info.get("local") or {}
-    return ([(m, str(w)) for m, w in (info.get("not_compared") or {}).items()]
-            + [(m, f"no local error: {w}") for m, w in (local.get("not_run") or {}).items()])
-
-
-def fix_where(r: dict) -> str:
-    """Where a fix applies: its heaviest op and module, and how many more there are."""
-    ops, mods = list(r.get("ops") or []), list(r.get("modules") or [])
-    if not ops and not mods:
-        return str(r.get("where") or "")
-    text = " in ".join(x for x in (ops[0] if ops else "", mods[0] if mods else "") if x)
-    more = max(len(ops), len(mods)) - 1
-    return text + (f" (+{more} more)" if more > 0 else "")
-
-
-def _fixes(rows: Iterable[dict]) -> list[Fix]:
-    """porter.analysis.fixes.fixes_frame records, in rank order (time fixes first, then accuracy)."""
-    out = []
-    for r in rows or []:
-        days = _get(r, "days", "effort_days", default=[0, 0])
-        lo, hi = (days, days) if isinstance(days, (int, float)) else (days[0], days[-1])
-        kind = str(r.get("kind") or "perf")
-        confidence = str(r.get("confidence") or "")
-        if r.get("evidence"):
-            confidence += f" ({'; '.join(map(str, r['evidence']))})"
-        out.append(Fix(
-            title=str(_get(r, "title", "fix_id", "id", default="")),
-            where=fix_where(r),
-            why=str(r.get("why") or ""),
-            first_step=str(r.get("first_step") or ""),
-            effort_days=(float(lo), float(hi)),
-            recoverable_us=_f(r.get("recoverable_us")) if kind != "accuracy" else None,
-            confidence=confidence,
-            kind="accuracy" if kind == "accuracy" else "time",
-            category=", ".join(map(str, r.get("op_classes") or [])),
-            group_ids=tuple(str(g) for g in r.get("group_ids") or ()),
-        ))
-    return out
 
 
 # ---------------------------------------------------------------- method

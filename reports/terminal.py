@@ -196,7 +196,7 @@ def roofline_lines(roof: dict | None, width: int) -> list[str]:
 
 def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
     """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
-    from reports.build import fix_where
+    from reports.findings import fix_where
 
     if not fixes:
         return wrap("fixes: no catalogue fix applies to these gaps", width)
