@@ -24,3 +24,12 @@ def _f(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) else None
+
+
+def within_noise(row: Any) -> bool:
+    """A diagnosis.json row (by_module, by_module_kind, groups) whose gap interval per profiled
+    step was measured (two steps or more: porter.analysis.gap_noise) and holds zero; a row
+    without one (a recorded pair) is not judged."""
+    steps = row.get("gap_steps") if isinstance(row, dict) else None
+    measured = isinstance(steps, (int, float)) and steps == steps and steps >= 2
+    return bool(measured and not row.get("significant"))

@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 from porter.core.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
+from reports.fields import within_noise
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"
@@ -105,9 +106,16 @@ def header_lines(d: dict, width: int) -> list[str]:
     if sides:  # live: the headline above is the number; the profiled steps say where the time goes
         over = ", ".join(f"{r} {sides[r]['profiler_overhead']:.2f}x" for r in ("source", "target")
                          if (sides.get(r) or {}).get("profiler_overhead"))
-        lines += wrap(f"profiled steps (where the time goes, not how much; profiler overhead {over or 'unknown'}): "
-                      f"target/source {ratio_words(e.get('ratio'))} ({str(e.get('ratio_basis', '')).replace('_', ' ')}"
-                      f"{busy})", width, more="  ")
+        counted = (d.get("headline") or {}).get("ops_step")
+        if counted and counted.get("ratio") is not None:  # what the step table below counts
+            lines += wrap(f"step table (ops per step, the profiler's slowdown out; profiler overhead "
+                          f"{over or 'unknown'}): target/source {ratio_words(counted['ratio'])}", width, more="  ")
+            if counted.get("why"):
+                lines += wrap(f"differs from the headline: {counted['why']}", width, "  ", "    ")
+        else:
+            lines += wrap(f"profiled steps (where the time goes, not how much; profiler overhead {over or 'unknown'}): "
+                          f"target/source {ratio_words(e.get('ratio'))} ({str(e.get('ratio_basis', '')).replace('_', ' ')}"
+                          f"{busy})", width, more="  ")
     else:
         lines += wrap(f"end to end: target/source {ratio_words(e.get('ratio'))} "
                       f"({str(e.get('ratio_basis', '')).replace('_', ' ')}{busy})", width)
@@ -149,15 +157,33 @@ def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviat
 
 def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int,
                     shorten: Any = abbreviate) -> list[str]:
-    """The `top` largest losses, then the `top` largest wins, of one table (rows carry delta_us)."""
+    """The `top` largest losses, then the `top` largest wins, of one table (rows carry delta_us);
+    rows whose gap interval holds zero (a live pair's, porter.analysis.gap_noise) are neither,
+    and are counted on one line after them."""
     lines = []
+    noise = [r for r in rows if within_noise(r)]
+    rows = [{**r, "delta_us": gap, "ratio": ratio} for r in rows if not within_noise(r) for gap, ratio in [_gap(r)]]
+    per_step = any("source_step_us" in r for r in rows)
     for title, keep, order in (("losses (target slower)", lambda v: v > 0, True),
                                ("wins (target faster)", lambda v: v < 0, False)):
         chosen = sorted((r for r in rows if keep(r.get("delta_us") or 0.0)),
                         key=lambda r: r["delta_us"], reverse=order)[:top]
-        lines += wrap(f"largest {title} by {what}:", width)
+        lines += wrap(f"largest {title} by {what}{' per step' if per_step else ''}:", width)
         lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten) for r in chosen] or ["  (none)"]
+    if noise:
+        biggest = max(abs(_gap(r)[0] or 0.0) for r in noise)
+        lines += wrap(f"within noise: {len(noise)} more, whose gap per profiled step has a 95% interval "
+                      f"holding zero (largest {_us(biggest)})", width, "  ")
     return lines
+
+
+def _gap(r: dict) -> tuple[float, Any]:
+    """A row's gap and ratio as diagnosis.json judges it: per unprofiled step on a live pair
+    (each side's profiled time less its profiler slowdown), else over the whole trace."""
+    s, t = r.get("source_step_us"), r.get("target_step_us")
+    if isinstance(s, (int, float)) and isinstance(t, (int, float)) and s == s and t == t:
+        return t - s, (t / s if s > 0 else None)
+    return r.get("delta_us") or 0.0, r.get("ratio")
 
 
 def class_lines(rows: list[dict], width: int) -> list[str]:

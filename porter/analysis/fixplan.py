@@ -76,6 +76,9 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         "demonstrated_us": rl["demonstrated_us"].to_numpy(np.float64),
     })
     out["already_fused"] = [_in_or_below(m, set(fused_modules)) for m in out["module"]]
+    if "significant" in groups.columns:  # a live pair's gap intervals (porter.analysis.gap_noise)
+        measured = groups["gap_steps"].fillna(0).to_numpy(np.float64) >= 2
+        out["within_noise"] = measured & ~groups["significant"].fillna(False).to_numpy(bool)
     if accuracy is not None and len(accuracy):
         acc = accuracy.drop_duplicates("module").set_index("module")
         out["local_error"] = acc["local_rel_l2"].reindex(out["module"]).to_numpy(np.float64)

@@ -167,9 +167,12 @@ def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceil
     groups = groups.reset_index(drop=True)
     sym = symptoms_table(groups, target_ceilings)
     rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
+    # a gap within the profiled steps' noise is no regression to fix (its headroom still counts)
+    noise = groups["within_noise"].to_numpy(bool) if "within_noise" in groups.columns else np.zeros(len(groups), bool)
     out: list[RankedFix] = []
     for entry in catalogue.fixes:
-        hit = np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
+        hit = [i for i in np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
+               if entry.kind != "perf" or not noise[i]]
         for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
             r = rec[rows_at]
             if _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts

@@ -162,3 +162,35 @@ def scaled_to_step(groups: pd.DataFrame, block: Mapping[str, Any]) -> pd.DataFra
         side = sides[role]
         out[f"{role}_step_us"] = out[f"{role}_us"] / max(side["profiled_steps"], 1) * (side["step_scale"] or np.nan)
     return out
+
+
+def ops_step(by_module: pd.DataFrame, block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the step table counts against what the headline counts (live pairs): each side's
+    ops per unprofiled step (the modules' source_step_us / target_step_us summed: the
+    profiler's slowdown out) beside its unprofiled step, and their ratio.
+
+    The groups hold op time only; the headline's forwards also hold the time between ops (an
+    eager model's Python and dispatch, a compiled program's runtime). Where the ops' ratio falls
+    outside the headline's interval, ``why`` says how much of each step lies between ops, so
+    that the per-step line never contradicts the headline without a word."""
+    sides = block.get("sides") or {}
+    if not sides or "source_step_us" not in by_module.columns or by_module.empty:
+        return None
+    ops = {r: float(by_module[f"{r}_step_us"].sum()) for r in ("source", "target")}
+    step = {r: float((sides.get(r) or {}).get("unprofiled_step_s") or np.nan) * 1e6 for r in ("source", "target")}
+    ratio = ops["target"] / ops["source"] if ops["source"] > 0 else None
+    lo, hi = block.get("ci95") or (None, None)
+    agrees = ratio is None or lo is None or hi is None or lo <= ratio <= hi
+    between = {r: step[r] - ops[r] for r in ops}
+    why = None
+    if not agrees:
+        parts = [f"{r} {between[r]:.0f} us of {step[r]:.0f} us ({between[r] / step[r]:.0%})"
+                 for r in ("source", "target") if np.isfinite(step[r]) and step[r] > 0]
+        why = ("the headline counts the time between ops, the step table only ops; per unprofiled step, "
+               "between ops: " + ", ".join(parts)) if all(between[r] >= 0 for r in between) else (
+            "the ops, less the profiler's slowdown, add up to more than the unprofiled step: the step "
+            "table is uncertain (descheduled profiled steps, or a slowdown the interval did not resolve)")
+    return {"source_ops_us": ops["source"], "target_ops_us": ops["target"], "ratio": ratio,
+            "source_step_us": step["source"], "target_step_us": step["target"],
+            "source_between_us": between["source"], "target_between_us": between["target"],
+            "agrees_with_headline": bool(agrees), "why": why}

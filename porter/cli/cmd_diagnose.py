@@ -24,7 +24,7 @@ def diagnose(
     force: bool = typer.Option(False, "--force", help="Compare runs of different models anyway."),
     catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
     no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md/.html."),
-    steps: int = typer.Option(3, "--steps", help="Live capture: profiled forwards per side."),
+    steps: int = typer.Option(10, "--steps", help="Live capture: profiled forwards per side (10: each module gap's 95% interval runs from the 2nd to the 9th per-step gap, porter.analysis.gap_noise)."),
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),

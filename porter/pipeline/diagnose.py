@@ -24,8 +24,9 @@ from porter.analysis.compiled import has_regions
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fix_plan, fused_attention_modules
 from porter.analysis.fixrank import RankedFix, matched_fixes
+from porter.analysis.gap_noise import with_group_gaps, with_key_gaps
 from porter.analysis.groupcost import group_facts
-from porter.analysis.headline import headline, scaled_to_step
+from porter.analysis.headline import headline, ops_step, scaled_to_step
 from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.paircheck import check_pair
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
@@ -90,6 +91,12 @@ def live_pair(source: Bundle, target: Bundle) -> bool:
 def measure(source: Bundle, target: Bundle, pair: Pair, catalogue: Catalogue,
             accuracy: dict[str, Any] | None) -> tuple[Diagnosis, list[RankedFix]]:
     """Align, attribute and cost (no I/O); the fixes the groups' symptoms match, not yet ranked."""
+    d = attribute(source, target, pair)
+    return d, perf_model(d, catalogue, accuracy)  # times cost and rank
+
+
+def attribute(source: Bundle, target: Bundle, pair: Pair) -> Diagnosis:
+    """Align and attribute (no I/O): the time tables and busy time, before any cost or fix."""
     t0 = time.perf_counter()
     al = align(source.ops, target.ops, source.kernels, target.kernels, identity=pair.identity)
     # live pairs: the ops as aligned hold each split fusion's shares (porter.analysis.split_fused)
@@ -112,7 +119,7 @@ def measure(source: Bundle, target: Bundle, pair: Pair, catalogue: Catalogue,
     d.busy = busy_block(*d.runs)
     d.e2e = d.e2e.with_busy(d.busy)  # streams overlap: the ratio counts busy time, not the kernel sum
     d.seconds.update(align=t1 - t0, attribute=time.perf_counter() - t1)
-    return d, perf_model(d, catalogue, accuracy)  # times cost and rank
+    return d
 
 
 def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = None,
@@ -163,6 +170,17 @@ def per_step(d: Diagnosis) -> None:
     out, porter.analysis.headline), alike; recorded pairs keep them as they are."""
     for name in STEP_TABLES:
         setattr(d, name, scaled_to_step(getattr(d, name), d.headline or {}))
+
+
+def gap_noise(d: Diagnosis) -> None:
+    """Each module's, module kind's and group's gap interval per profiled step and whether it
+    excludes zero (porter.analysis.gap_noise), on the step scale the per-step times use."""
+    al, h = d.alignment, d.headline
+    d.by_module = with_key_gaps(d.by_module, al, h, "module")
+    kinds = (with_module_kind(al.source_ops)["module_kind"].to_numpy(dtype=object),
+             with_module_kind(al.target_ops)["module_kind"].to_numpy(dtype=object))
+    d.by_module_kind = with_key_gaps(d.by_module_kind, al, h, "module_kind", *kinds)
+    d.groups = with_group_gaps(d.groups, al, h)
 
 
 def portability(d: Diagnosis, model: Any, catalogue: Catalogue | None, progress: Progress) -> list[dict[str, Any]]:
@@ -226,12 +244,17 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     t_acc = time.perf_counter() - t0
     progress("aligning and attributing")
     cat = catalogue or catalogue_from(None)
-    d, found = measure(source, target, pair, cat, acc)
+    d = attribute(source, target, pair)
     refuse_unrelated_pair(d, force, warnings)
     d.warnings, d.command = warnings, command
     d.headline = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,
                           source.manifest, target.manifest, d.busy)
+    if pair.identity:  # a live pair's modules and groups: is each gap more than the steps' noise?
+        gap_noise(d)
+    found = perf_model(d, cat, acc)  # the fixes match only gaps beyond noise (porter.analysis.fixrank)
     per_step(d)
+    if d.headline and (counted := ops_step(d.by_module, d.headline)) is not None:
+        d.headline["ops_step"] = counted  # the step table's ratio beside the headline's, and why they differ
     d.fixes = fix_plan(found, portability(d, model, catalogue, progress) if ops else ())
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc

@@ -1,0 +1,78 @@
+"""Module and group gaps carry a 95% interval from the profiled steps (porter.analysis.gap_noise),
+and only gaps whose interval excludes zero are ranked as losses, wins or fixes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from porter.analysis.gap_noise import DEFAULT_PROFILED_STEPS, gap_intervals
+from reports.fields import within_noise
+from reports.terminal import losses_and_wins
+from tests.conftest import run_porter
+
+
+def _steps(rows: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame.from_dict(rows, orient="index", columns=range(len(next(iter(rows.values())))))
+
+
+def test_a_shift_beyond_the_steps_noise_is_significant_and_noise_alone_is_not():
+    rng = np.random.default_rng(7)
+    n = DEFAULT_PROFILED_STEPS
+    src = _steps({"slow": list(100 + rng.normal(0, 3, n)), "same": list(100 + rng.normal(0, 3, n))})
+    tgt = _steps({"slow": list(130 + rng.normal(0, 3, n)), "same": list(100 + rng.normal(0, 3, n))})
+    g = gap_intervals(src, tgt, (1.0, 1.0))
+    assert g.loc["slow", "significant"] and 20 < g.loc["slow", "gap_low_us"] < 30 < g.loc["slow", "gap_high_us"] < 40
+    assert not g.loc["same", "significant"] and g.loc["same", "gap_low_us"] < 0 < g.loc["same", "gap_high_us"]
+    assert (g["gap_steps"] == n).all()
+
+
+def test_the_step_scale_applies_before_the_gap():
+    """A target profiled 2x slower by its profiler (step_scale 0.5) and truly equal: no gap."""
+    src = _steps({"m": [10.0, 11, 9, 10, 10.5, 9.5, 10, 10]})
+    g = gap_intervals(src, src * 2, (1.0, 0.5))
+    assert not g.loc["m", "significant"] and g.loc["m", "gap_low_us"] == pytest.approx(0.0)
+
+
+def test_one_step_is_not_judged():
+    g = gap_intervals(_steps({"m": [1.0]}), _steps({"m": [5.0]}), (1.0, 1.0))
+    assert not g.loc["m", "significant"] and not within_noise(g.reset_index().iloc[0].to_dict() | {"gap_steps": 1})
+
+
+def test_rows_within_noise_are_counted_apart_from_losses_and_wins():
+    rows = [{"key": "a", "delta_us": 50.0, "ratio": 2.0, "gap_steps": 10, "significant": True},
+            {"key": "b", "delta_us": 80.0, "ratio": 1.1, "gap_steps": 10, "significant": False},
+            {"key": "c", "delta_us": -5.0, "ratio": 0.9}]  # no interval (a recorded pair): judged as before
+    lines = losses_and_wins(rows, lambda r: r["key"], 100, "module", 5)
+    named = [line.split()[-1] for line in lines if line.startswith("    ") and "us" in line.split()[:2]]
+    assert named == ["a", "c"]
+    assert "within noise: 1 more" in lines[-2] and "largest 80.0" in " ".join(lines[-2:])
+
+
+@pytest.mark.slow
+def test_live_pair_marks_each_module_gap_and_the_fix_plan_uses_only_gaps_beyond_noise(tmp_path):
+    """The built-in demo model on eager CPU against itself: every module gap carries an interval
+    over the default profiled steps, and a regression fix names no module within noise."""
+    r = run_porter("diagnose", "--from", "cpu", "--to", "cpu", "--repeats", "3", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "diagnosis.json").read_text())
+    mods = d["by_module"]
+    assert mods and all(m["gap_steps"] == DEFAULT_PROFILED_STEPS for m in mods)
+    assert all(m["gap_low_us"] <= m["gap_high_us"] for m in mods)
+    assert sum(m["significant"] for m in mods) <= len(mods) // 4  # the same stack twice: mostly noise
+    noise = {m["key"] for m in mods if not m["significant"]}
+    for f in d["fixes"]:
+        if f["kind"] == "perf" and f["opportunity"] == "regression":
+            assert not noise & set(f["modules"]), f
+    # the step table's ratio is what its rows add up to, and a disagreement with the headline says why
+    counted = d["headline"]["ops_step"]
+    assert counted["source_ops_us"] == pytest.approx(sum(m["source_step_us"] for m in mods))
+    assert counted["ratio"] == pytest.approx(counted["target_ops_us"] / counted["source_ops_us"])
+    lo, hi = d["headline"]["ci95"]
+    assert counted["agrees_with_headline"] == (lo <= counted["ratio"] <= hi)
+    assert bool(counted["why"]) == (not counted["agrees_with_headline"])
+    summary = r.stdout.replace("\n", " ")
+    assert "step table (ops per step" in summary and ("differs from the headline" in summary) == bool(counted["why"])
