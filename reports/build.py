@@ -28,7 +28,7 @@ __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", 
 
 
 from reports.fields import _f, _get
-from reports.findings import _accuracy, _fixes
+from reports.findings import _accuracy, _fixes, confirmed_rows
 
 
 # ---------------------------------------------------------------- the two runs
@@ -315,6 +315,7 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         by_module_kind=_time_rows(d.get("by_module_kind")),
         by_op_shape=_op_shape_rows(d.get("by_op_shape")),
         op_calls=_op_call_rows(_get(d, "alignment.op_calls", default=None)),
+        confirmed=confirmed_rows(d.get("confirmed")),
         top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),

@@ -9,7 +9,7 @@ from typing import Any
 
 from porter.core.units import fmt_sci
 from reports.fields import _f, _get
-from reports.model import Accuracy, AccuracyRow, Fix
+from reports.model import Accuracy, AccuracyRow, ConfirmedRow, Fix
 
 
 def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
@@ -125,3 +125,22 @@ def _fixes(rows: Iterable[dict]) -> list[Fix]:
             group_ids=tuple(str(g) for g in r.get("group_ids") or ()),
         ))
     return out
+
+
+def confirmed_verdict(r: dict) -> str:
+    """One word on a suspect re-timed alone: did the alone timing bear the profiled gap out?"""
+    if r.get("error"):
+        return f"not replayed: {r['error']}"
+    if not r.get("significant"):
+        return "within noise alone"
+    same = (_f(r.get("profiled_gap_us")) or 0.0) * (_f(r.get("gap_us")) or 0.0) > 0
+    return "confirmed" if same else "opposite sign alone"
+
+
+def confirmed_rows(block: dict | None) -> list[ConfirmedRow]:
+    """diagnosis.json `confirmed.modules`, in the diagnosis's order (largest profiled gap first)."""
+    return [ConfirmedRow(module=str(r.get("module") or ""), profiled_gap_us=_f(r.get("profiled_gap_us")),
+                         profiled_low_us=_f(r.get("profiled_low_us")), profiled_high_us=_f(r.get("profiled_high_us")),
+                         alone_gap_us=_f(r.get("gap_us")), alone_low_us=_f(r.get("gap_low_us")),
+                         alone_high_us=_f(r.get("gap_high_us")), verdict=confirmed_verdict(r))
+            for r in (block or {}).get("modules") or []]

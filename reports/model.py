@@ -77,6 +77,21 @@ class TimeRow(Gap):
 
 
 @dataclass(frozen=True)
+class ConfirmedRow:
+    """A suspect module re-timed alone on both stacks (diagnosis.json `confirmed`), beside its
+    profiled gap per step; gaps in us, intervals 95%."""
+
+    module: str
+    profiled_gap_us: float | None
+    profiled_low_us: float | None
+    profiled_high_us: float | None
+    alone_gap_us: float | None
+    alone_low_us: float | None
+    alone_high_us: float | None
+    verdict: str  # confirmed, opposite sign alone, within noise alone, or why it was not replayed
+
+
+@dataclass(frozen=True)
 class OpCallRow(Gap):
     """One op call of a live pair, paired by identity (module, op, call index; porter.analysis.op_calls)."""
 
@@ -213,6 +228,7 @@ class ReportModel:
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
     outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (left out of coverage)
     op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first
+    confirmed: list[ConfirmedRow] = field(default_factory=list)  # live pairs with --confirm: suspects alone
     profiled_ratio: float | None = None  # live pairs: the profiled steps' ratio (where the time goes), beside the headline
     ratio_basis: str = ""  # what the headline ratio was measured on (diagnosis.json headline.basis)
     ratio_advice: str | None = None  # what to do when the headline's interval is too wide to plan on

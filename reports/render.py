@@ -126,6 +126,7 @@ def _context(m: ReportModel) -> dict[str, Any]:
         "op_shape_limit": OP_SHAPES_HTML,
         "md_op_shapes": m.by_op_shape[:OP_SHAPES_MD],
         "op_calls": m.op_calls,
+        "confirmed": m.confirmed,
         "md_op_calls": m.op_calls[:OP_SHAPES_MD],
         "fix_total_note": fix_total_note(m),
         "counted": m.counted_fixes(),

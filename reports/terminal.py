@@ -281,6 +281,28 @@ def accuracy_lines(acc: dict | None, width: int) -> list[str]:
     return lines
 
 
+def confirmed_lines(block: dict | None, width: int) -> list[str]:
+    """The suspects re-timed alone (diagnosis.json `confirmed`): profiled gap per step beside the
+    gap alone, each with its 95% interval, and the verdict."""
+    from reports.findings import confirmed_verdict
+
+    if not block or not block.get("modules"):
+        return []
+    lines = wrap(f"largest module gaps confirmed alone ({' vs '.join(block.get('stacks') or [])}, "
+                 f"{block.get('clock', 'wall')} time; profiled per step -> alone per forward, 95% intervals):", width)
+    for r in block["modules"]:
+        if r.get("error"):
+            lines += wrap(f"{r['module']}: not replayed ({r['error']})", width, "  ", "    ")
+            continue
+        verdict = confirmed_verdict(r)
+        prof = r.get("profiled_gap_us")
+        iv = (f" [{_signed(r['profiled_low_us'])}, {_signed(r['profiled_high_us'])}]"
+              if r.get("profiled_low_us") is not None else "")
+        lines += wrap(f"{r['module']}: {_signed(prof) if prof is not None else '-'}{iv} -> {_signed(r['gap_us'])} "
+                      f"[{_signed(r['gap_low_us'])}, {_signed(r['gap_high_us'])}] {verdict}", width, "  ", "    ")
+    return lines
+
+
 def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     """The plain-text summary of a parsed diagnosis.json, every line at most `width` columns."""
     lines = header_lines(d, width)
@@ -288,6 +310,7 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     folded = bool(kinds) and len(kinds) < len(mods)
     lines += losses_and_wins(kinds if folded else mods, lambda r: r.get("key") or "(no module)", width,
                              "module kind (instances summed)" if folded else "module", top)
+    lines += confirmed_lines(d.get("confirmed"), width)
     if d.get("by_class"):
         lines += class_lines(d["by_class"], width)
     if d.get("by_op_shape"):

@@ -27,6 +27,7 @@ def diagnose(
     steps: int = typer.Option(10, "--steps", help="Live capture: profiled forwards per side (10: each module gap's 95% interval runs from the 2nd to the 9th per-step gap, porter.analysis.gap_noise)."),
     warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
+    confirm: int = typer.Option(5, "--confirm", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); the summary and the fix plan then rank confirmed gaps. 0: off."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
@@ -58,7 +59,7 @@ def diagnose(
             # keep_analysis=False: the analysis is freed before the reports render (the peak memory)
             _, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, keep_analysis=False, capture_options=opts,
-                                     progress=progress, command=command, ops=with_ops, target_dtype=dtype or "",
+                                     progress=progress, command=command, ops=with_ops, confirm=confirm, target_dtype=dtype or "",
                                      target_autocast=autocast or "")
     except PorterError as exc:
         fail(exc)

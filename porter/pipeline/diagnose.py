@@ -36,6 +36,7 @@ from porter.bundles.ingest import safe_raw_name
 from porter.core.atomic import check_output_dir
 from porter.core.errors import BundleError, PorterError
 from porter.core.samples import Samples
+from porter.pipeline.confirmation import apply_confirmed, confirm_block
 from porter.pipeline.document import DIAGNOSIS, Document, records, to_json, write_json
 from porter.pipeline.result import STEP_TABLES, Diagnosis, Pair, model_fingerprint
 
@@ -165,10 +166,10 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
     return found
 
 
-def per_step(d: Diagnosis) -> None:
+def per_step(d: Diagnosis, tables: tuple[str, ...] = STEP_TABLES) -> None:
     """Live pairs: the groups and every roll-up per unprofiled step (the profiler's slowdown
     out, porter.analysis.headline), alike; recorded pairs keep them as they are."""
-    for name in STEP_TABLES:
+    for name in tables:
         setattr(d, name, scaled_to_step(getattr(d, name), d.headline or {}))
 
 
@@ -227,7 +228,7 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = None, force: bool = False,
           oracle: str | None = None, catalogue: Catalogue | None = None, progress: Progress = lambda msg: None,
           command: str | None = None, seconds: dict[str, float] | None = None, paired_timing: Any = None,
-          ops: bool = False, live: bool = False) -> tuple[Diagnosis, Document]:
+          ops: bool = False, live: bool = False, confirm: int = 0) -> tuple[Diagnosis, Document]:
     """The whole diagnosis and the two bundles on disk; diagnosis.json built, not yet written
     (diagnose() documents the options; t0: when the diagnosis started, for `seconds`)."""
     pair = Pair.of(source, target, here=live)
@@ -251,8 +252,12 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
                           source.manifest, target.manifest, d.busy)
     if pair.identity:  # a live pair's modules and groups: is each gap more than the steps' noise?
         gap_noise(d)
+    per_step(d, tuple(t for t in STEP_TABLES if t != "by_op_shape"))  # by_op_shape comes with the cost
+    d.confirmed = confirm_block(d, model, confirm, getattr(paired_timing, "clock", "wall") == "cpu", progress)
+    if d.confirmed:
+        apply_confirmed(d, d.confirmed)  # the summary and the fixes rank confirmed gaps
     found = perf_model(d, cat, acc)  # the fixes match only gaps beyond noise (porter.analysis.fixrank)
-    per_step(d)
+    per_step(d, ("by_op_shape",))
     if d.headline and (counted := ops_step(d.by_module, d.headline)) is not None:
         d.headline["ops_step"] = counted  # the step table's ratio beside the headline's, and why they differ
     d.fixes = fix_plan(found, portability(d, model, catalogue, progress) if ops else ())
@@ -289,7 +294,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
              force: bool = False, oracle: str | None = None, catalogue: Catalogue | None = None,
              report: bool = True, progress: Progress = lambda msg: None, command: str | None = None,
              seconds: dict[str, float] | None = None, paired_timing: Any = None, ops: bool = False,
-             live: bool = False, keep_analysis: bool = True) -> tuple[Diagnosis | None, Path]:
+             live: bool = False, keep_analysis: bool = True, confirm: int = 0) -> tuple[Diagnosis | None, Path]:
     """Analyse two bundles, then write DIR/source, DIR/target, with report DIR/report.html and
     report.md, and DIR/diagnosis.json (once, last).
 
@@ -302,11 +307,13 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
     local error is measured in a streaming shadow run; otherwise only the suspects'.
     keep_analysis: False drops the analysis before the reports render (returned as None): a
     1M-event pair's analysis and its parsed diagnosis.json together would set the peak memory.
+    confirm: re-time the N largest module gaps alone on both stacks (live pairs run here;
+    porter.pipeline.confirmation); 0 does not.
     """
     t0 = time.perf_counter()
     d, doc = build(source, target, Path(out_dir), t0=t0, model=model, force=force, oracle=oracle, catalogue=catalogue,
                    progress=progress, command=command, seconds=seconds, paired_timing=paired_timing, ops=ops,
-                   live=live)
+                   live=live, confirm=confirm)
     if not keep_analysis:
         d = None
     return d, finish(doc, report, progress, t0)
@@ -318,7 +325,7 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
                    report: bool = True, keep_analysis: bool = True, **kwargs: Any) -> tuple[Diagnosis | None, Path]:
     """What the CLI does: resolve each side (bundle, trace, or target to capture now) once,
     through porter.pipeline.inputs, then diagnose the two bundles. kwargs: diagnose()'s force,
-    oracle, command, ops.
+    oracle, command, ops, confirm.
 
     capture_options: porter.capture.options.CaptureOptions for live sides (default LIVE_OPTIONS).
     interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.

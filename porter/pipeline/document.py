@@ -123,6 +123,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "seconds": d.seconds,
         # only diagnose --ops writes it: recorded-pair diagnoses stay as they were
         **({"portability": d.portability} if d.portability else {}),
+        **({"confirmed": d.confirmed} if d.confirmed else {}),  # live pairs with --confirm N
     }
 
 

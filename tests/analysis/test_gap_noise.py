@@ -56,9 +56,10 @@ def test_rows_within_noise_are_counted_apart_from_losses_and_wins():
 def test_live_pair_marks_each_module_gap_and_the_fix_plan_uses_only_gaps_beyond_noise(tmp_path):
     """The built-in demo model on eager CPU against itself: every module gap carries an interval
     over the default profiled steps, and a regression fix names no module within noise."""
-    r = run_porter("diagnose", "--from", "cpu", "--to", "cpu", "--repeats", "3", "-o", str(tmp_path))
+    r = run_porter("diagnose", "--from", "cpu", "--to", "cpu", "--repeats", "3", "--confirm", "0", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads((tmp_path / "diagnosis.json").read_text())
+    assert "confirmed" not in d and "confirm" not in d["seconds"]  # --confirm 0: no module re-timed
     mods = d["by_module"]
     assert mods and all(m["gap_steps"] == DEFAULT_PROFILED_STEPS for m in mods)
     assert all(m["gap_low_us"] <= m["gap_high_us"] for m in mods)
@@ -76,3 +77,28 @@ def test_live_pair_marks_each_module_gap_and_the_fix_plan_uses_only_gaps_beyond_
     assert bool(counted["why"]) == (not counted["agrees_with_headline"])
     summary = r.stdout.replace("\n", " ")
     assert "step table (ops per step" in summary and ("differs from the headline" in summary) == bool(counted["why"])
+
+
+@pytest.mark.slow
+def test_confirm_retimes_the_largest_module_gaps_alone_on_both_stacks(tmp_path):
+    """`--confirm 3` on the demo model to xla: three modules re-timed alone with their intervals,
+    beside their profiled gaps, in diagnosis.json and the summary; `--confirm 0` runs none."""
+    r = run_porter("diagnose", "--from", "cpu", "--to", "xla", "--repeats", "3", "--confirm", "3", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "diagnosis.json").read_text())
+    block = d["confirmed"]
+    assert block["stacks"] == ["eager", "xla"] and block["clock"] == "cpu" and len(block["modules"]) == 3
+    steps = {m["key"]: m["target_step_us"] - m["source_step_us"] for m in d["by_module"] if m["key"]}
+    chosen = sorted(steps, key=lambda k: -abs(steps[k]))[:3]
+    assert [m["module"] for m in block["modules"]] == chosen  # the largest gaps per step, in order
+    for m in block["modules"]:
+        assert not m["error"] and m["repeats"] >= 10 and m["calls"] >= 1
+        assert m["gap_low_us"] <= m["gap_us"] <= m["gap_high_us"]
+        assert m["profiled_gap_us"] == pytest.approx(steps[m["module"]])
+        assert m["significant"] == (m["gap_low_us"] > 0 or m["gap_high_us"] < 0)
+    assert "confirmed alone (eager vs xla" in r.stdout.replace("\n", " ")
+    assert d["seconds"]["confirm"] > 0
+    md = (tmp_path / "report.md").read_text()
+    section = md.split("### Largest module gaps, confirmed alone")[1].split("###")[0]
+    assert [line.split("|")[1].strip(" `") for line in section.splitlines() if line.startswith("| `")] == chosen
+    assert 'id="t-confirmed"' in (tmp_path / "report.html").read_text()

@@ -138,19 +138,26 @@ def test_summary_reads_older_and_newer_diagnoses(qwen_json):
 @pytest.mark.slow
 def test_live_summary_says_the_profiled_ratio_is_not_the_headline(tmp_path_factory, qwen_json):
     """A live pair's profiled steps carry each stack's profiler overhead (eager CPU 3-7x here,
-    XLA about 1x), so their ratio is labelled as saying where the time goes, with the overhead
-    per side from diagnosis.json; a recorded pair has no unprofiled step and keeps 'end to end'."""
+    XLA about 1x): the step table's line gives the ratio its rows add up to once the slowdown is
+    out (headline.ops_step), with the overhead per side from diagnosis.json, and says why it
+    differs from the headline when it does; a recorded pair has no unprofiled step and keeps
+    'end to end'."""
     from _diagnoses import live_transformer_diagnosis
 
     live = json.loads((live_transformer_diagnosis(tmp_path_factory) / "diagnosis.json").read_text())
     text = "\n".join(summary_lines(live, WIDTH))
     sides = live["headline"]["sides"]
-    assert "profiled steps (where the time goes, not how much; profiler overhead" in " ".join(text.split())
+    flat = " ".join(text.split())
+    counted = live["headline"]["ops_step"]
+    assert f"step table (ops per step, the profiler's slowdown out; profiler overhead" in flat
+    assert f"{counted['ratio']:.3f}" in flat
+    assert ("differs from the headline: the headline counts the time between ops" in flat) == (
+        not counted["agrees_with_headline"])
     for role in ("source", "target"):
         assert f"{role} {sides[role]['profiler_overhead']:.2f}x" in " ".join(text.split())
     assert "each side timed on its own" in " ".join(text.split()) and "\nend to end:" not in text
     recorded = "\n".join(summary_lines(qwen_json, WIDTH))
-    assert "\nend to end: target/source" in recorded and "profiled steps (where" not in recorded
+    assert "\nend to end: target/source" in recorded and "step table (ops" not in recorded
 
 
 def _golden() -> dict:

@@ -1,0 +1,196 @@
+"""Confirm the largest module gaps by replay: each suspect module re-timed alone on both stacks.
+
+A profiled module gap is a self time inside a whole-model trace; a shared machine, a
+profiler's per-event cost or a fused kernel charged to the wrong module can each make one.
+Here each suspect module is run alone, on the source's stack and the target's, with the very
+arguments it received in one forward of the model (recorded by a forward pre-hook), every
+call it made in that forward, interleaved across modules and stacks so that a slow minute of
+the machine falls on all alike, on the process's CPU time when both stacks run on the CPU
+(a descheduled process accrues none) and on the wall clock otherwise. Each call's *floor*
+(the cheapest call the stack can make with the same arguments: one element read and added)
+is timed beside it and taken off: a module inside the compiled model does not pay the guards,
+dispatch and argument handling a call alone pays. The gap's interval is the median's 95%
+order-statistic interval over the repeats (porter.core.samples.median_ci).
+
+Only torch-based stacks that run here replay (eager, inductor, xla via torchax); ORT would
+need an export per module, and is said to be unconfirmed instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from porter.core.samples import median_ci
+
+REPLAYED_STACKS = ("eager", "inductor", "xla")
+DEFAULT_CONFIRM = 5  # suspects re-timed alone by default (`--confirm N`)
+REPEATS = 30  # interleaved repeats: a median of 30 has a 95% interval from the 10th to the 21st
+BUDGET_S = 20.0  # repeats stop early past this, so that the demo stays within about a minute
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """One suspect module timed alone on both stacks (us per forward: all its calls, less floors)."""
+
+    module: str
+    source_us: float
+    target_us: float
+    gap_us: float  # median over repeats of target - source, same repeat
+    gap_low_us: float
+    gap_high_us: float
+    calls: int
+    repeats: int
+    error: str = ""  # why it could not be replayed ('' when it was)
+
+    @property
+    def significant(self) -> bool:
+        return not self.error and (self.gap_low_us > 0 or self.gap_high_us < 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "significant": self.significant}
+
+
+class _Floor(torch.nn.Module):
+    """The cheapest call a stack makes with a call's arguments: one element of the first tensor
+    read and added (a compiled call's fixed cost grows with its inputs, so with the same ones)."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        x = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        return x[(0,) * x.dim()] + 1
+
+
+def recorded_calls(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Sequence[str]) -> dict[str, list[tuple]]:
+    """Porter path -> (args, kwargs) of every call each named module made in one forward."""
+    named = {n.replace(".", "/"): m for n, m in model.named_modules() if n}
+    seen: dict[str, list[tuple]] = {p: [] for p in paths if p in named}
+
+    def keep(path: str) -> Callable[..., None]:
+        def hook(_m: Any, args: tuple, kwargs: dict) -> None:
+            clone = lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v  # noqa: E731
+            seen[path].append((tuple(clone(a) for a in args), {k: clone(v) for k, v in kwargs.items()}))
+        return hook
+
+    hooks = [named[p].register_forward_pre_hook(keep(p), with_kwargs=True) for p in seen]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return {p: calls for p, calls in seen.items() if calls}
+
+
+def _channels_last(v: Any) -> Any:
+    return v.contiguous(memory_format=torch.channels_last) if isinstance(v, torch.Tensor) and v.dim() == 4 else v
+
+
+def runner(stack: str, mod: torch.nn.Module, args: tuple, kwargs: dict, channels_last: bool = False) -> Callable[[], Any]:
+    """One finished call of mod(*args, **kwargs) on the stack. On inductor a conv net's inputs
+    are channels-last, as inductor lays out every activation of such a graph on the CPU."""
+    if stack == "xla":
+        import jax
+
+        from porter.targets.torchax_shim import import_torchax
+
+        tx = import_torchax()
+        env = tx.default_env()
+        with torch.no_grad():
+            weights, fn = tx.extract_jax(mod, env)
+        # tensors are the jitted function's inputs; anything else (flags, None, sizes) is closed over
+        arrays = {i: env.t2j_copy(v) for i, v in enumerate((*args, *kwargs.values())) if isinstance(v, torch.Tensor)}
+        keys, n_args = list(kwargs), len(args)
+
+        def rebuilt(w: Any, given: dict[int, Any]) -> Any:
+            vals = [given.get(i, v) for i, v in enumerate((*args, *kwargs.values()))]
+            return fn(w, tuple(vals[:n_args]), dict(zip(keys, vals[n_args:])))
+
+        jitted = jax.jit(rebuilt)
+        return lambda: jax.block_until_ready(jitted(weights, arrays))
+    if stack == "inductor":
+        compiled = torch.compile(mod, backend="inductor")
+        if channels_last:
+            args, kwargs = tuple(map(_channels_last, args)), {k: _channels_last(v) for k, v in kwargs.items()}
+        target = compiled
+    else:
+        target = mod
+
+    def call() -> Any:
+        with torch.no_grad():
+            return target(*args, **kwargs)
+    return call
+
+
+def _clock(cpu: bool) -> Callable[[], float]:
+    return time.process_time if cpu else time.perf_counter
+
+
+def _interleaved(calls: dict[str, Callable[[], Any]], repeats: int, clock: Callable[[], float],
+                 budget_s: float) -> dict[str, list[float]]:
+    """us per call of each callable per repeat, every callable once per repeat in turn."""
+    for c in calls.values():
+        c()
+        c()
+    out: dict[str, list[float]] = {k: [] for k in calls}
+    t_end = time.perf_counter() + budget_s
+    for r in range(repeats):
+        for k, c in calls.items():
+            t0 = clock()
+            c()
+            out[k].append((clock() - t0) * 1e6)
+        if r >= 9 and time.perf_counter() > t_end:  # at least 10 repeats: an interval of ranks 2..9
+            break
+    return out
+
+
+def confirm(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Sequence[str], source_stack: str,
+            target_stack: str, *, cpu_clock: bool, repeats: int = REPEATS, budget_s: float = BUDGET_S) -> list[Confirmed]:
+    """Each module of paths timed alone on both stacks (see the module doc), in paths' order."""
+    import torch._dynamo.config as dynamo_config
+
+    for stack in (source_stack, target_stack):
+        if stack not in REPLAYED_STACKS:
+            return [_unconfirmed(p, f"{stack} does not replay one module alone") for p in paths]
+    named = {n.replace(".", "/"): m for n, m in model.named_modules() if n}
+    recorded = recorded_calls(model, inputs, paths)
+    conv = any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    fns: dict[str, Callable[[], Any]] = {}
+    failed: dict[str, str] = {}
+    # every module's compiled call stays alive at once (one nn.Linear.forward for every dense layer)
+    with dynamo_config.patch(recompile_limit=1024, accumulated_recompile_limit=8192, automatic_dynamic_shapes=False):
+        for path in paths:
+            if path not in recorded:
+                failed[path] = "not called in the forward" if path in named else "no such module"
+                continue
+            try:
+                mine = {f"{path}|{kind}{side}{i}": runner(stack, named[path] if kind == "" else _Floor(), a, kw,
+                                                          conv and stack == "inductor")
+                        for i, (a, kw) in enumerate(recorded[path])
+                        for side, stack in (("src", source_stack), ("tgt", target_stack)) for kind in ("", "floor")}
+                for c in mine.values():
+                    c()
+            except Exception as exc:  # a module that does not run alone is said, not hidden
+                failed[path] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
+                continue
+            fns.update(mine)
+        t = _interleaved(fns, repeats, _clock(cpu_clock), budget_s) if fns else {}
+    return [_unconfirmed(p, failed[p]) if p in failed else _timed(p, len(recorded[p]), t) for p in paths]
+
+
+def _timed(path: str, n: int, t: dict[str, list[float]]) -> Confirmed:
+    reps = len(t[f"{path}|src0"])
+    per = {side: [max(sum(t[f"{path}|{side}{i}"][r] - t[f"{path}|floor{side}{i}"][r] for i in range(n)), 0.0)
+                  for r in range(reps)] for side in ("src", "tgt")}
+    gaps = [b - a for a, b in zip(per["src"], per["tgt"])]
+    lo, hi = median_ci(gaps)
+    return Confirmed(path, statistics.median(per["src"]), statistics.median(per["tgt"]), statistics.median(gaps),
+                     lo, hi, n, reps)
+
+
+def _unconfirmed(path: str, why: str) -> Confirmed:
+    nan = float("nan")
+    return Confirmed(path, nan, nan, nan, nan, nan, 0, 0, why)
