@@ -176,6 +176,7 @@ class HloModuleIndex:
     # (computation id, instruction id) -> the instructions of that computation reading it
     users: dict[tuple[int, int], list[_Instr]] = field(default_factory=dict)
     costs: HloCosts | None = None
+    _callers: dict[int, _Instr] | None = field(default=None, repr=False)  # computation id -> its caller (caller())
 
     def heavy_class(self, instr: _Instr) -> str:
         """'conv' or 'matmul' when the instruction is, or fuses, a convolution or a dot."""
@@ -196,12 +197,16 @@ class HloModuleIndex:
 
     def members(self, instr: _Instr) -> str:
         """A fusion's instructions by module (porter.core.schema.encode_members: '' unless they span
-        two modules or more), each costed by member_cost."""
+        two modules or more), each costed by member_cost; a member without a path to an op (XLA
+        names a cumulative sum's inlined add ``reduce_window_sum``) is the fusion's. '' for any
+        other instruction: a sort's comparator or a reduce's ``to_apply`` is its caller's work."""
+        if instr.opcode != "fusion":
+            return ""
         by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
         parent_scope = scope_and_op(self.op_name_of(instr))
 
         def entry(member: _Instr) -> tuple[str, str, float]:
-            module, op = scope_and_op(member.op_name) if member.op_name else parent_scope
+            module, op = scope_and_op(member.op_name) if _is_path(member.op_name) else parent_scope
             return module, op or member.opcode, member_cost(member, [by_id[o] for o in member.operands if o in by_id])
 
         return encode_members(entry(m) for m in by_id.values() if m.opcode not in _FREE)
@@ -210,12 +215,15 @@ class HloModuleIndex:
         """A fusion's instructions by the op call porter tagged each with (porter.targets.call_tags;
         porter.core.schema.encode_call_members: '' unless two calls or more), each costed by
         member_cost; a member without op_name takes the fusion's. Every member, not only the
-        root, so a GELU's elementwise chain fused with its dense layer's bias add shows both calls."""
+        root, so a GELU's elementwise chain fused with its dense layer's bias add shows both calls.
+        '' for an instruction other than a fusion (members)."""
+        if instr.opcode != "fusion":
+            return ""
         by_id = {i.id: i for c in instr.called for i in self.computations.get(c, ())}
         parent = self.op_name_of(instr)
 
         def entry(member: _Instr) -> tuple[str, str, float]:
-            name = member.op_name or parent
+            name = member.op_name if _is_path(member.op_name) else parent
             call = call_from_tags(split_path(name)) if CALL_TAG in name else None
             cost = member_cost(member, [by_id[o] for o in member.operands if o in by_id])
             return (call[0], f"{call[1]}#{call[2]}", cost) if call else ("", "", cost)
@@ -229,6 +237,12 @@ class HloModuleIndex:
         no path to an op, and without one their time fell to the model's root (resnet_wide on
         XLA: ten weight transposes, 2.6 ms per step, read as a root group 29x eager's)."""
         own = instr.op_name if _is_path(instr.op_name) else ""
+        caller = self.caller(instr.computation)
+        if caller is not None and (not own or not scope_and_op(own)[0]):
+            inherited = self.op_name_of(caller, _depth)
+            if _is_path(inherited):  # its caller's module and op call, its own op
+                op = split_path(own or instr.op_name)[-1:] or [instr.opcode]
+                return "/".join([*split_path(inherited)[:-1], *op])
         for cid in () if own else instr.called:
             root = self.roots.get(cid)
             if root is not None and _is_path(root.op_name):
@@ -237,6 +251,15 @@ class HloModuleIndex:
         if own or _depth >= READER_DEPTH:
             return own or instr.op_name
         return self.readers_scope(instr, _depth) or instr.op_name
+
+    def caller(self, computation: int) -> _Instr | None:
+        """The instruction that calls a computation (a sort's comparator, a reduce's or scatter's
+        ``to_apply``, a while's body and condition, a conditional's branches, a call's callee, a
+        fusion's body); None for the entry computation. XLA names the comparator's compares
+        ``ne``, ``eq``, ``lt`` without a path: they are their caller's work, in its module."""
+        if self._callers is None:
+            self._callers = {cid: ins for instrs in self.computations.values() for ins in instrs for cid in ins.called}
+        return self._callers.get(computation)
 
     def readers_scope(self, instr: _Instr, _depth: int = 0) -> str:
         """The innermost module scope that every reader of instr is in (their op_names' common
@@ -365,8 +388,8 @@ class HloIndex:
             extra = dict(flops=flops, bytes=nbytes, input_shapes=json.dumps(dims), dtypes=json.dumps(dtypes))
         call = call_from_tags(split_path(op_name)) if CALL_TAG in op_name else None
         hit = HloOp(module=module, framework_op=fallback, op_class=cls, opcode=opcode, op_name=op_name,
-                    members=mod.members(instr) if (mod and instr and instr.called) else "",
+                    members=mod.members(instr) if (mod and instr) else "",
                     call=f"{call[1]}#{call[2]}" if call else "",
-                    call_members=mod.call_members(instr) if (mod and instr and instr.called) else "", **extra)
+                    call_members=mod.call_members(instr) if (mod and instr) else "", **extra)
         self._cache[key] = hit
         return hit

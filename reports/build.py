@@ -332,7 +332,16 @@ def model_from_diagnosis(d: dict) -> ReportModel:
                      if (v := _get(d, f"alignment.stats.{side}_split_by_estimate_share", default=None)) is not None},
         outside_share={side: float(v) for side in ("source", "target")
                        if (v := _get(d, f"alignment.stats.{side}_unmatched_outside_modules_share", default=None))},
+        outside_kinds={side: _outside_kinds(d, side) for side in ("source", "target")},
     )
+
+
+def _outside_kinds(d: dict, side: str) -> dict[str, float]:
+    """{what it is: share of the side's time} of the time outside every module."""
+    kinds = _get(d, f"alignment.stats.{side}_outside_modules_by_kind_us", default=None) or {}
+    total = _f(_get(d, f"alignment.stats.{side}_unmatched_outside_modules_us", default=None)) or 0.0
+    share = _f(_get(d, f"alignment.stats.{side}_unmatched_outside_modules_share", default=None)) or 0.0
+    return {str(k): share * float(v) / total for k, v in kinds.items() if total > 0 and float(v) > 0}
 
 
 def _load_json(path: Path) -> Any:

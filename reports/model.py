@@ -226,7 +226,8 @@ class ReportModel:
     portability_summary: str = ""
     source_coverage: float | None = None  # share of source time matched to target ops
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
-    outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (left out of coverage)
+    outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (in coverage's denominator)
+    outside_kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> {what it is: share of the side's time}
     op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first
     confirmed: list[ConfirmedRow] = field(default_factory=list)  # live pairs with --confirm: suspects alone
     profiled_ratio: float | None = None  # live pairs: the profiled steps' ratio (where the time goes), beside the headline

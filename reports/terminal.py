@@ -141,13 +141,28 @@ def header_lines(d: dict, width: int) -> list[str]:
     cov = (d.get("alignment") or {}).get("coverage") or {}
     lines += wrap(f"coverage: {cov.get('source', 0) * 100:.2f}% of source, {cov.get('target', 0) * 100:.2f}% of "
                   f"target time in {len(d.get('groups') or [])} matched groups", width)
-    stats = (d.get("alignment") or {}).get("stats") or {}
-    outside = [f"{stats[k] * 100:.1f}% of the {side}'s time" for side in ("source", "target")
-               if stats.get(k := f"{side}_unmatched_outside_modules_share")]
-    if outside:
-        lines += wrap(f"left out of coverage: host work outside every module with no counterpart (guard checks, "
-                      f"graph wrapper): {' and '.join(outside)}", width)
+    lines += outside_lines((d.get("alignment") or {}).get("stats") or {}, width)
     return lines
+
+
+def outside_lines(stats: dict, width: int) -> list[str]:
+    """The rest of each side's time beside coverage: the runtime's outside every module, by
+    kind, and the other unmatched time (coverage + both = 100%, porter.analysis.outside)."""
+    parts = []
+    for side in ("source", "target"):
+        share = stats.get(f"{side}_unmatched_outside_modules_share") or 0.0
+        if share <= 0:
+            continue
+        total = stats.get(f"{side}_unmatched_outside_modules_us") or 0.0
+        kinds = stats.get(f"{side}_outside_modules_by_kind_us") or {}
+        named = ", ".join(f"{k} {share * v / total * 100:.1f}%" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
+                          if total > 0 and v > 0)
+        other = stats.get(f"{side}_unmatched_other_share")
+        parts.append(f"{share * 100:.1f}% of the {side}'s time" + (f" ({named})" if named else "")
+                     + (f", beside {other * 100:.1f}% unmatched in modules" if other is not None else ""))
+    if not parts:
+        return []
+    return wrap(f"outside every module, unmatched (in coverage's denominator): {'; '.join(parts)}", width)
 
 
 def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate) -> str:

@@ -139,14 +139,19 @@ def summary_points(m: ReportModel) -> list[Point]:
 
 
 def outside_text(m: ReportModel) -> str:
-    """Host work outside every module with no counterpart (a compiled stack's guard checks and
-    graph wrapper), which the coverage figure leaves out: said, with its share."""
-    parts = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.outside_share.items() if v > 0]
+    """The runtime's work outside every module with no counterpart (guard checks, graph wrapper,
+    transfers): part of the unmatched rest beside the coverage figure, said with its share by kind."""
+    parts = []
+    for side, v in m.outside_share.items():
+        if v <= 0:
+            continue
+        kinds = ", ".join(f"{k} {fmt_pct(s, 1)}" for k, s in sorted((m.outside_kinds.get(side) or {}).items(),
+                                                                     key=lambda kv: -kv[1]))
+        parts.append(f"{fmt_pct(v, 1)} of the {side}'s" + (f" ({kinds})" if kinds else ""))
     if not parts:
         return ""
-    return (f" Host work outside every module with no counterpart on the other side (a compiled stack's guard "
-            f"checks and graph wrapper) is left out of that figure and attributed to no fix: {' and '.join(parts)} "
-            "time.")
+    return (f" Of that rest, the stack's runtime outside every module, with no counterpart on the other side, "
+            f"is attributed to no fix: {' and '.join(parts)} time.")
 
 
 def split_text(m: ReportModel) -> str:

@@ -61,15 +61,17 @@ class Alignment:
     stats: dict = field(default_factory=dict)
     op_calls: pd.DataFrame | None = None  # live pairs: each op call on both sides (porter.analysis.op_calls)
 
-    def coverage(self) -> dict[str, float]:
-        """Share of each side's charged time that lies in matched groups. Live pairs leave out
-        the host work outside every module that has no counterpart (a compiled stack's guard
-        checks and graph wrapper: ``*_unmatched_outside_modules_us``, reported apart)."""
+    def coverage(self, less_outside: bool = False) -> dict[str, float]:
+        """Share of each side's whole charged time that lies in matched groups. The time outside
+        every module (a live pair's runtime work: guard checks, graph wrapper, transfers;
+        ``*_unmatched_outside_modules_us``, porter.analysis.outside) stays in the denominator, so
+        coverage + that share + the other unmatched share is 1; ``less_outside`` takes it out
+        (whether two runs do the same work: porter.analysis.paircheck)."""
         out = {}
         for side, member, times in (("source", self.source_group, self.source_times),
                                     ("target", self.target_group, self.target_times)):
             matched = times.values.reindex(member.index[member.to_numpy() != UNMATCHED]).sum()
-            total = times.total - self.stats.get(f"{side}_unmatched_outside_modules_us", 0.0)
+            total = times.total - (self.stats.get(f"{side}_unmatched_outside_modules_us", 0.0) if less_outside else 0.0)
             out[side] = float(matched / total) if total > 0 else 1.0
         return out
 

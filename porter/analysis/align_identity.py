@@ -33,6 +33,7 @@ import pandas as pd
 from porter.analysis.async_gaps import AsyncGaps, place_async_gaps
 from porter.analysis.groups import UNMATCHED, Groups, Strategy
 from porter.analysis.optime import OpTimes, op_times
+from porter.analysis.outside import is_runtime_range, outside_times
 from porter.analysis.split_fused import Split, split_fused
 from porter.analysis.step_median import StepMedian, step_median
 
@@ -49,22 +50,12 @@ def _depth(path: str) -> int:
     return path.count("/") + 1 if path else 0
 
 
-# host ranges torch.compile's runtime opens around a compiled graph (guard checks, the graph's
-# Python wrapper): no eager counterpart, so never paired, even with eager work at the root
-RUNTIME_RANGES = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph",
-                  "Pregraph bytecode", "AOTDispatcher Runtime Wrapper")
-
-
-def is_runtime_range(name: str) -> bool:
-    return name.startswith(RUNTIME_RANGES)
-
-
 def _rows_by_path(frame: pd.DataFrame, rows: np.ndarray) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     fw = frame["fw"].to_numpy()
     for r, m in zip(rows.tolist(), frame["module"].to_numpy()[rows].tolist()):
         if m == "" and is_runtime_range(fw[r]):
-            continue  # left unmatched: host work outside every module (its share is reported apart)
+            continue  # torch.compile's runtime ranges: never paired, even with eager work at the root
         out.setdefault(m, []).append(r)
     return out
 
@@ -164,8 +155,8 @@ class LiveSides:
     medians: dict[str, StepMedian]
 
     def stats(self, g: Groups) -> dict[str, float]:
-        """Host overhead, the estimated splits, placed async gaps and the work outside every
-        module left unmatched, per side."""
+        """Host overhead, the estimated splits, placed async gaps, and the unmatched time per
+        side: the runtime's outside every module (by kind) and the rest."""
         src, tgt = g.src, g.tgt
         out: dict[str, float] = {  # host overhead: self time of wrapper ops (dispatch; their work is their children's)
             "source_wrapper_us": float(src.loc[src["wrapper"], "time"].sum()),
@@ -180,12 +171,18 @@ class LiveSides:
             out[f"{side}_raw_total_us"] = raw  # before each call took its step median
             out[f"{side}_step_median_calls"] = self.medians[side].calls
         for side, frame, gid in (("source", src, g.src_gid), ("target", tgt, g.tgt_gid)):
-            # host work outside every module with nothing like it on the other side
-            # (a compiled stack's guard checks and graph wrappers): unmatched, said how much
-            alone = (gid == UNMATCHED) & (frame["module"].to_numpy() == "")
-            out[f"{side}_unmatched_outside_modules_us"] = outside = float(frame["time"].to_numpy()[alone].sum())
+            # the runtime's work outside every module, by kind (porter.analysis.outside), and the
+            # rest of the unmatched time: with coverage, they add up to the side's whole time
+            unmatched = gid == UNMATCHED
+            kinds = outside_times(frame, unmatched)
+            outside = float(sum(kinds.values()))
             total = (self.source_times if side == "source" else self.target_times).total
+            other = float(frame["time"].to_numpy()[unmatched].sum()) - outside
+            out[f"{side}_unmatched_outside_modules_us"] = outside
             out[f"{side}_unmatched_outside_modules_share"] = outside / total if total > 0 else 0.0
+            out[f"{side}_outside_modules_by_kind_us"] = kinds
+            out[f"{side}_unmatched_other_us"] = other
+            out[f"{side}_unmatched_other_share"] = other / total if total > 0 else 0.0
         return out
 
 

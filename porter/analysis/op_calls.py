@@ -32,7 +32,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from porter.analysis.align_identity import RUNTIME_RANGES
+from porter.analysis.outside import RUNTIME_RANGES
 from porter.analysis.call_identity import call_keys
 from porter.analysis.optime import OpTimes
 

@@ -1,0 +1,56 @@
+"""A planted median on XLA: the sort's comparator is the planted module's work, not "(no module)".
+
+transformers' Llama from a tiny config (tests/models/planted_median.py) with ``torch.median`` after
+the activation of model/layers/1/mlp/act_fn. Eager selects the median; XLA sorts every row, and
+before profilers/xla_hlo.py gave called computations their caller's module, 60% of the sort's time
+read "compare (no module)", the module 3.7x instead of ~9x, and the top fix named compare.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from porter.bundles.bundle import load_bundle
+from porter.capture.run import capture
+from porter.pipeline.diagnose import analyse
+from tests.e2e.test_live_identity import LIVE_OPTS, MODELS
+from tests.models.planted_median import PLANTED
+
+MODEL = f"{MODELS / 'planted_median.py'}:llama_median"
+
+
+@pytest.mark.slow
+def test_a_planted_sort_is_charged_to_its_module_and_coverage_adds_up(tmp_path):
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        capture(MODEL, "cpu", tmp_path / "src", LIVE_OPTS)
+        capture(MODEL, "xla", tmp_path / "tgt", LIVE_OPTS)
+    finally:
+        torch.set_num_threads(threads)
+    src, tgt = load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt")
+    ops = tgt.ops
+    sort = ops[ops["framework_op"] == "sort"]
+    assert len(sort) and set(sort["module"]) == {PLANTED}, sorted(set(sort["module"]))
+    assert set(sort["call"]) == {"median#0"} and (sort["members"] == "").all()  # a comparator is no fusion
+    # no time of the live pair in module '' on the target: XLA's comparator compares ('ne', 'lt')
+    # and a cumulative sum's inlined add ('reduce_window_sum') are their callers' work
+    assert not (ops["module"] == "").any(), ops.loc[ops["module"] == "", "name"].unique()[:10]
+    assert not ops["members"].str.contains(r'\["", ', regex=True).any()
+
+    d = analyse(src, tgt)
+    by_module = d.by_module.set_index("key")
+    assert by_module["delta_us"].idxmax() == PLANTED, by_module["delta_us"].nlargest(3)
+    planted = by_module.loc[PLANTED]
+    assert planted["ratio"] > 3.0  # a full sort against a selection: several times eager's
+    top = d.fixes[0]
+    assert "sort" in top["title"].lower() or top.get("framework_op") == "sort", top["title"]
+    # coverage, the runtime's time outside every module and the other unmatched time add up
+    stats, cov = d.alignment.stats, d.coverage()
+    for side in ("source", "target"):
+        total = cov[side] + stats[f"{side}_unmatched_outside_modules_share"] + stats[f"{side}_unmatched_other_share"]
+        assert total == pytest.approx(1.0), (side, cov, stats)
+    assert stats["target_unmatched_outside_modules_share"] == 0.0  # XLA's ops are all the model's
+    assert cov["target"] >= 0.98
