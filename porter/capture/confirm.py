@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from porter.core.samples import median_ci
 
@@ -60,7 +61,7 @@ class _Floor(torch.nn.Module):
     read and added (a compiled call's fixed cost grows with its inputs, so with the same ones)."""
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        x = next(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        x = next(a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor))
         return x[(0,) * x.dim()] + 1
 
 
@@ -72,7 +73,7 @@ def recorded_calls(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Seque
     def keep(path: str) -> Callable[..., None]:
         def hook(_m: Any, args: tuple, kwargs: dict) -> None:
             clone = lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v  # noqa: E731
-            seen[path].append((tuple(clone(a) for a in args), {k: clone(v) for k, v in kwargs.items()}))
+            seen[path].append(tree_map(clone, (tuple(args), dict(kwargs))))
         return hook
 
     hooks = [named[p].register_forward_pre_hook(keep(p), with_kwargs=True) for p in seen]
@@ -101,20 +102,21 @@ def runner(stack: str, mod: torch.nn.Module, args: tuple, kwargs: dict, channels
         env = tx.default_env()
         with torch.no_grad():
             weights, fn = tx.extract_jax(mod, env)
-        # tensors are the jitted function's inputs; anything else (flags, None, sizes) is closed over
-        arrays = {i: env.t2j_copy(v) for i, v in enumerate((*args, *kwargs.values())) if isinstance(v, torch.Tensor)}
-        keys, n_args = list(kwargs), len(args)
+        # tensor leaves (nested too: a decoder layer's position_embeddings tuple) are the jitted
+        # function's inputs; anything else (flags, None, sizes) is closed over
+        leaves, spec = tree_flatten((args, kwargs))
+        arrays = {i: env.t2j_copy(v) for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)}
 
         def rebuilt(w: Any, given: dict[int, Any]) -> Any:
-            vals = [given.get(i, v) for i, v in enumerate((*args, *kwargs.values()))]
-            return fn(w, tuple(vals[:n_args]), dict(zip(keys, vals[n_args:])))
+            a, kw = tree_unflatten([given.get(i, v) for i, v in enumerate(leaves)], spec)
+            return fn(w, tuple(a), dict(kw))
 
         jitted = jax.jit(rebuilt)
         return lambda: jax.block_until_ready(jitted(weights, arrays))
     if stack == "inductor":
         compiled = torch.compile(mod, backend="inductor")
         if channels_last:
-            args, kwargs = tuple(map(_channels_last, args)), {k: _channels_last(v) for k, v in kwargs.items()}
+            args, kwargs = tree_map(_channels_last, (args, kwargs))
         target = compiled
     else:
         target = mod
