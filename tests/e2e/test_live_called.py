@@ -1,6 +1,6 @@
 """A planted median on XLA: the sort's comparator is the planted module's work, not "(no module)".
 
-transformers' Llama from a tiny config (tests/models/planted_median.py) with ``torch.median`` after
+transformers' Llama from a tiny config (tests/models/planted_slow.py) with ``torch.median`` after
 the activation of model/layers/1/mlp/act_fn. Eager selects the median; XLA sorts every row, and
 before profilers/xla_hlo.py gave called computations their caller's module, 60% of the sort's time
 read "compare (no module)", the module 3.7x instead of ~9x, and the top fix named compare.
@@ -14,14 +14,16 @@ from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
 from porter.pipeline.diagnose import analyse
 from tests.e2e.test_live_identity import LIVE_OPTS, MODELS
-from tests.models.planted_median import PLANTED
+from tests.models.planted_slow import planted_path
 
-MODEL = f"{MODELS / 'planted_median.py'}:llama_median"
+MODEL = f"{MODELS / 'planted_slow.py'}:llama_median"
 
 
 @pytest.mark.slow
 def test_a_planted_sort_is_charged_to_its_module_and_coverage_adds_up(tmp_path):
     import torch
+
+    PLANTED = planted_path("llama_median")  # noqa: N806 (the module the factory planted its median in)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

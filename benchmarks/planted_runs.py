@@ -1,0 +1,114 @@
+"""Is the planted slow module first? Issue 24's bar, as a script (not a test).
+
+For each planted model x target (tests/models/planted_slow.py: a median planted for --to xla,
+an erfinv for --to cpu:inductor) run `porter diagnose FACTORY --from cpu --to TARGET` as a user
+does (a whole process, default options) RUNS times, and check three places:
+
+- by_module: the first row by |gap per unprofiled step| among significant rows is the planted
+  module (or inside it);
+- the terminal summary: the first "largest losses" row names it (instance numbers folded);
+- fix #1 names it (or a module inside it) among its modules.
+
+Optionally beside a busy loop (`--busy`: one `yes > /dev/null` per CPU but one). Prints one line
+per run and a tally per case.
+
+    .venv/bin/python -m benchmarks.planted_runs [--runs 6] [--busy] [--cases llama_median:xla,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "tests" / "models" / "planted_slow.py"
+CASES = ("llama_median:xla", "resnet_median:xla", "vit_median:xla",
+         "llama_erfinv:cpu:inductor", "resnet_erfinv:cpu:inductor", "vit_erfinv:cpu:inductor")
+
+
+def planted(factory: str) -> str:
+    sys.path.insert(0, str(MODELS.parent))
+    import planted_slow
+
+    return planted_slow.planted_path(factory)
+
+
+def inside(key: str, module: str) -> bool:
+    return key == module or key.startswith(module + "/")
+
+
+def folded(module: str) -> re.Pattern[str]:
+    """The planted path with any instance number free: the summary folds instances into kinds."""
+    return re.compile("^" + "/".join(r"(\d+|\*)" if p.isdigit() else re.escape(p) for p in module.split("/")))
+
+
+def first_by_module(d: dict) -> str:
+    rows = [r for r in d["by_module"] if r.get("significant", True) and r["key"]]
+    gap = lambda r: abs((r.get("target_step_us") or 0.0) - (r.get("source_step_us") or 0.0))  # noqa: E731
+    return max(rows, key=gap)["key"] if rows else ""
+
+
+def first_loss(stdout: str) -> str:
+    lines = stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("largest losses (target slower) by module"))
+    row = lines[i + 1].split()
+    return row[-1] if row and row[0] != "(none)" else ""
+
+
+def one_run(factory: str, target: str, out: Path) -> dict:
+    r = subprocess.run([sys.executable, "-m", "porter", "diagnose", f"{MODELS}:{factory}", "--from", "cpu",
+                        "--to", target, "-o", str(out)], capture_output=True, text=True,
+                       env=dict(os.environ, COLUMNS="200"), cwd=REPO)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    d = json.loads((out / "diagnosis.json").read_text())
+    fix = next((f for f in d["fixes"] if f["kind"] == "perf"), None)
+    return {"by_module": first_by_module(d), "summary": first_loss(r.stdout),
+            "fix1": fix["modules"] if fix else [], "fix1_title": fix["title"] if fix else "",
+            "headline": d["headline"]["ratio"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--cases", default=",".join(CASES))
+    a = ap.parse_args()
+    busy = [subprocess.Popen(["sh", "-c", "yes > /dev/null"]) for _ in range(max((os.cpu_count() or 2) - 1, 1))] \
+        if a.busy else []
+    try:
+        for case in a.cases.split(","):
+            factory, target = case.split(":", 1)
+            module = planted(factory)
+            pattern = folded(module)
+            hits = {"by_module": 0, "summary": 0, "fix1": 0}
+            for k in range(a.runs):
+                with tempfile.TemporaryDirectory() as tmp:
+                    got = one_run(factory, target, Path(tmp) / "d")
+                if "error" in got:
+                    print(f"{factory} -> {target} run {k + 1}: FAILED {got['error']}")
+                    continue
+                ok = {"by_module": inside(got["by_module"], module), "summary": bool(pattern.match(got["summary"])),
+                      "fix1": any(inside(m, module) for m in got["fix1"])}
+                for key, v in ok.items():
+                    hits[key] += v
+                print(f"{factory} -> {target} run {k + 1}: headline x{got['headline']:.2f}; by_module {got['by_module']} "
+                      f"{'ok' if ok['by_module'] else 'MISS'}; summary {got['summary']} {'ok' if ok['summary'] else 'MISS'}; "
+                      f"fix #1 {got['fix1_title']} @ {', '.join(got['fix1'][:2])} {'ok' if ok['fix1'] else 'MISS'}",
+                      flush=True)
+            print(f"== {factory} -> {target} ({module}): first in by_module {hits['by_module']}/{a.runs}, "
+                  f"summary {hits['summary']}/{a.runs}, fix #1 {hits['fix1']}/{a.runs}"
+                  f"{' beside a busy loop' if busy else ''}", flush=True)
+    finally:
+        for p in busy:
+            p.kill()
+
+
+if __name__ == "__main__":
+    main()
