@@ -304,7 +304,8 @@ def confirmed_lines(block: dict | None, width: int) -> list[str]:
     if not block or not block.get("modules"):
         return []
     lines = wrap(f"largest module gaps confirmed alone ({' vs '.join(block.get('stacks') or [])}, "
-                 f"{block.get('clock', 'wall')} time; profiled per step -> alone per forward, 95% intervals):", width)
+                 f"{block.get('clock', 'wall')} time; profiled per step -> alone per forward, 95% intervals; "
+                 "largest loss alone first):", width)
     for r in block["modules"]:
         if r.get("error"):
             lines += wrap(f"{r['module']}: not replayed ({r['error']})", width, "  ", "    ")
@@ -323,9 +324,9 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     lines = header_lines(d, width)
     mods, kinds = d.get("by_module") or [], d.get("by_module_kind") or []
     folded = bool(kinds) and len(kinds) < len(mods)
+    lines += confirmed_lines(d.get("confirmed"), width)  # first: the profile's suspects, measured alone
     lines += losses_and_wins(kinds if folded else mods, lambda r: r.get("key") or "(no module)", width,
                              "module kind (instances summed)" if folded else "module", top)
-    lines += confirmed_lines(d.get("confirmed"), width)
     if d.get("by_class"):
         lines += class_lines(d["by_class"], width)
     if d.get("by_op_shape"):

@@ -2,7 +2,9 @@
 (porter.capture.confirm), and what the rest of the diagnosis takes from it.
 
 Chosen: the N modules with the largest gap per unprofiled step (diagnosis.json by_module on a
-live pair), the root excluded (it is the whole model). Each keeps its profiled gap and interval
+live pair), the root excluded (it is the whole model); listed by their gap alone, largest loss
+first (a fused kernel charged to a neighbour can hide the real loss in the profile, and the
+alone timing brings it back to the top). Each keeps its profiled gap and interval
 beside the confirmed one; a module whose confirmed interval holds zero is marked within noise
 in by_module and in the groups of that module, so that the summary and the fix plan
 (porter.analysis.fixrank) rank confirmed gaps only.
@@ -54,6 +56,9 @@ def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: P
         rows.append({**c.to_dict(),
                      "profiled_gap_us": _step_gap(p), "profiled_low_us": _get(p, "gap_low_us"),
                      "profiled_high_us": _get(p, "gap_high_us"), "profiled_significant": bool(_get(p, "significant"))})
+    # ranked by the gap alone, largest loss first, then wins, then what could not be replayed: the
+    # profiled ranking chose them, the alone timing orders them
+    rows.sort(key=lambda r: (bool(r["error"]), not r["significant"], -(r["gap_us"] if r["gap_us"] == r["gap_us"] else 0.0)))
     d.seconds["confirm"] = time.perf_counter() - t0
     return {"clock": "cpu" if cpu_clock else "wall", "stacks": stacks, "modules": rows,
             "method": "each module alone on both stacks with the arguments it got in one forward, every call, "

@@ -29,8 +29,9 @@ class Planted(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.act(x)
-        if self.kind == "median":
-            return y - torch.median(y, dim=-1, keepdim=True).values
+        if self.kind == "median":  # a feature map's median over its whole plane, a sequence's over features
+            rows = y.flatten(2) if y.dim() == 4 else y
+            return (rows - torch.median(rows, dim=-1, keepdim=True).values).reshape(y.shape)
         return torch.erfinv(torch.tanh(y) * 0.999)
 
 
