@@ -204,6 +204,13 @@ def sampled_rel_l2(reference: np.ndarray, actual: np.ndarray, numel: int) -> tup
     return est, se
 
 
+def same_layout(a: Any, b: Any) -> bool:
+    """Two shapes whose elements correspond in flat order (size-1 dimensions aside). The same
+    element count is not enough: [2, 2, 32, 64] and [2, 32, 128] hold other elements at the
+    sampled positions, so comparing them measures a transpose, not an error."""
+    return [int(d) for d in a if int(d) != 1] == [int(d) for d in b if int(d) != 1]
+
+
 def compare_sketches(source: Sketches, target: Sketches) -> tuple[pd.DataFrame, dict[str, str]]:
     """Per module both bundles sketched: sampled propagated rel-L2 (with its standard error),
     exact norms, max |x| and NaN/Inf counts. Also module -> reason for each module not compared."""
@@ -213,7 +220,7 @@ def compare_sketches(source: Sketches, target: Sketches) -> tuple[pd.DataFrame, 
         if t is None:
             gaps[module] = "the target bundle has no sketch of it"
             continue
-        if s["numel"] != t["numel"] or module not in source.samples or module not in target.samples:
+        if not same_layout(s["shape"], t["shape"]) or module not in source.samples or module not in target.samples:
             gaps[module] = f"shapes differ: source {s['shape']}, target {t['shape']}"
             continue
         est, se = sampled_rel_l2(source.samples[module], target.samples[module], int(s["numel"]))

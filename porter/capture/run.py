@@ -197,6 +197,7 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
         prepared.info["first_run_s"] = time.perf_counter() - t0
     except CaptureFailure as failure:
         write_failed(dest, model, spec.text, stack, device, opts, failure, prepared)
+        failure.bundle = str(dest)
         raise
     assert prepared is not None
 

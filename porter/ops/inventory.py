@@ -18,6 +18,7 @@ from torch._ops import OpOverload
 
 from porter.core.errors import PorterError
 from porter.targets.base import module_path
+from porter.targets.outputs import leaf_outputs
 
 
 class ExportFailure(PorterError):
@@ -64,8 +65,8 @@ def export_model(module: torch.nn.Module, inputs: tuple[Any, ...], name: str) ->
     """torch.export.export (non-strict); a capture failure names the exporter's reason and the
     user line where the graph broke (the first frame of the model's own code in the message)."""
     try:
-        with torch.no_grad():
-            return torch.export.export(module.eval(), tuple(inputs), strict=False)
+        with torch.no_grad(), leaf_outputs(module.eval()) as flat:  # any output pytree: its tensors
+            return torch.export.export(flat, tuple(inputs), strict=False)
     except Exception as exc:
         text = str(exc)
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

@@ -267,8 +267,27 @@ def open_side(spec: InputSpec, model_spec: Any, scratch: Path | None, options: A
         return open_any(spec.path)
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
+    from porter.targets import CaptureFailure
 
-    result = capture(model_spec, spec.text, scratch, options or CaptureOptions(),
-                     progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
+    try:
+        result = capture(model_spec, spec.text, scratch, options or CaptureOptions(),
+                         progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
+    except CaptureFailure as failure:
+        failure.bundle = keep_failed(scratch, spec.role)
+        raise
     runs[spec.role] = result
     return open_any(result.path)
+
+
+def keep_failed(scratch: Path | None, role: str) -> str | None:
+    """The failed capture bundle moved out of its scratch folder (removed when the run ends)
+    to ``<out>/failed-<role>``, so the error message can name a bundle that stays; None when
+    none was written or that name is taken by something that is not a bundle."""
+    if scratch is None or not is_bundle(scratch):
+        return None
+    dest = scratch.parent / f"failed-{role}"
+    if dest.exists() and not is_bundle(dest):
+        return None
+    shutil.rmtree(dest, ignore_errors=True)
+    scratch.rename(dest)
+    return str(dest)

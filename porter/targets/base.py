@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from porter.core.errors import PorterError, TargetUnavailable
 from porter.core.tags import module_path, module_range
 from porter.targets.failure import CaptureFailure, describe_failure
+from porter.targets.outputs import output_leaves
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda", "rocm", "mps", "tpu")
 AUTO_DEVICE = "auto"  # a bare stack name: the stack picks its own default platform
@@ -94,9 +95,8 @@ class Activations:
 
 
 def first_float_tensor(value: Any) -> torch.Tensor | None:
-    """The first floating-point tensor leaf of a pytree (HF ModelOutput included), or None."""
-    leaves = torch.utils._pytree.tree_leaves(value)
-    return next((t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()), None)
+    """The first floating-point tensor of a pytree (porter.targets.outputs.output_leaves), or None."""
+    return next((t for t in output_leaves(value) if t.is_floating_point()), None)
 
 
 def tensor_leaves(value: Any) -> list[torch.Tensor]:
@@ -105,20 +105,10 @@ def tensor_leaves(value: Any) -> list[torch.Tensor]:
 
 
 def first_tensor(value: Any) -> torch.Tensor | None:
-    """The first tensor in a module's input/output structure (tuple, list, dict), or None."""
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (tuple, list)):
-        for v in value:
-            t = first_tensor(v)
-            if t is not None:
-                return t
-    if isinstance(value, dict):
-        for v in value.values():
-            t = first_tensor(v)
-            if t is not None:
-                return t
-    return None
+    """The first tensor of an output pytree (porter.targets.outputs.output_leaves), or None:
+    the model's final output on every stack."""
+    leaves = output_leaves(value)
+    return leaves[0] if leaves else None
 
 
 class ModuleTracker:

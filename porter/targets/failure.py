@@ -68,7 +68,18 @@ class CaptureFailure(PorterError):
         self.module = module
         self.detail = ""  # full error text (traceback) for the failed bundle
         self.category = ""  # one of CATEGORIES when known
+        self.bundle: str | None = None  # the failed capture bundle written for it, where one was
         super().__init__(message, hint=hint)
+
+    def one_line(self) -> str:
+        """The message, naming the failed capture bundle only while it is on disk (a live
+        diagnose captures into scratch folders that are removed on the way out)."""
+        from pathlib import Path
+
+        text = super().one_line()
+        if self.bundle and (Path(self.bundle) / "manifest.json").is_file():
+            text += f"; the failed capture bundle {self.bundle} holds the full error text"
+        return text
 
 
 def categorize(exc: BaseException, op: str) -> str:
@@ -210,7 +221,7 @@ def describe_failure(exc: BaseException, root: torch.nn.Module, stack: str, *, t
         f"{what} failed on the {stack} stack{where}: {category}: {type(exc).__name__}: {first[:300]}",
         op=op,
         module=module,
-        hint=HINTS.get(category, "the failed capture bundle holds the full error text"),
+        hint=HINTS.get(category),
     )
     failure.category = category
     failure.detail = "".join(traceback.format_exception(exc))

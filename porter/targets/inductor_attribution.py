@@ -46,7 +46,10 @@ CALL = re.compile(
     r"|aten\.(?P<aten>\w+)(?:\.\w+)?|(?P<cpp>cpp_\w+))\("
 )
 TRACE_CPP = re.compile(r"^graph_\d+_(cpp_\w+)$")
-ROOT_LOCAL = re.compile(r"^L\[['\"]\w+['\"]\]")
+# the local dynamo reached the root module through: its own name (L['self'], L['fn']), or an
+# element of a *args tuple (L['args'][0]) when the root's forward is a decorated wrapper taking
+# (*args, **kwargs), as transformers' output decorators are
+ROOT_LOCAL = re.compile(r"^L\[['\"]args['\"]\]\[\d+\]|^L\[['\"]\w+['\"]\]")
 QUALIFIER = re.compile(r"\[['\"]?(\w+)['\"]?\]")
 
 
@@ -75,7 +78,8 @@ class RegionRecord:
 
 
 def stack_path(qualified: str) -> str:
-    """dynamo nn_module_stack name ("L['self'].blocks[0].attn", "L['fn'].0") -> 'blocks/0/attn'."""
+    """dynamo nn_module_stack name ("L['self'].blocks[0].attn", "L['fn'].0", "L['args'][0].model") ->
+    'blocks/0/attn', '0', 'model'."""
     text = ROOT_LOCAL.sub("", qualified)
     text = QUALIFIER.sub(r".\1", text).replace("._modules.", ".").lstrip(".")
     return text.replace(".", "/")

@@ -13,8 +13,11 @@ The exporter's own optimizer folds an eval-mode BatchNorm into the Conv before i
 (onnxscript's rewrite), and the folded Conv carries the batch norm's metadata: charged by
 it, each convolution's time landed on its BatchNorm's module. folded_members finds such
 nodes (an ONNX Conv or Gemm/MatMul whose FX node is no convolution or matmul) and walks the
-FX graph up to the compute node that was folded in; the node then belongs to that call, and
-lists the calls it holds with their estimated cost (FX meta shapes), like a fused node.
+FX graph up to the compute node that was folded in, if that node has no ONNX node of its own
+left (else the MatMul is the FX node's own lowering: scaled_dot_product_attention decomposes
+into MatMuls, and the query linear two hops up is not folded into them); the node then
+belongs to that call, and lists the calls it holds with their estimated cost (FX meta
+shapes), like a fused node.
 """
 
 from __future__ import annotations
@@ -128,6 +131,7 @@ def annotate(proto: Any, scopes: dict[str, dict[str, str]], calls: dict[str, FxC
     the FX graph, and each folded node moved to the compute call it absorbed with the calls it
     holds (``members``, ``call_members``)."""
     out = dict(scopes)
+    lowered = {e["fx_node"] for e in scopes.values() if e.get("fx_node")}  # FX nodes that kept ONNX nodes of their own
     for node in proto.graph.node:
         entry = scopes.get(node.name)
         fx = calls.get(entry.get("fx_node", "")) if entry else None
@@ -136,7 +140,10 @@ def annotate(proto: Any, scopes: dict[str, dict[str, str]], calls: dict[str, FxC
         entry = {**entry, "call": fx.call}
         want = HEAVY_ONNX.get(node.op_type)
         if want and classify_op(fx.op) != want:
-            chain = [calls[n] for n in folded_chain(entry["fx_node"], calls, want)]
+            names = folded_chain(entry["fx_node"], calls, want)
+            # folded only if that compute has no ONNX node left: an attention's own MatMuls
+            # (scaled_dot_product_attention decomposed) are not the linear before it
+            chain = [calls[n] for n in names] if names and names[-1] not in lowered else []
             if chain:
                 head = chain[-1]
                 by_call: dict[tuple[str, str], FxCall] = {}  # a batch norm and its getitem: one call, its larger cost

@@ -26,6 +26,7 @@ from porter.runtime.timing import timed_call
 from porter.core.errors import PorterError
 from porter.core.schema import encode_call_members, encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
+from porter.targets.outputs import leaf_outputs
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "rocm": "ROCMExecutionProvider"}
 PROFILE_WARMUP_RUNS = 1  # inside the profiled session: its first run pays for arena allocation
@@ -311,8 +312,8 @@ class OrtStack(Stack):
         onnx_path = workdir / f"{model.name}.onnx"
         t0 = time.perf_counter()
         try:
-            with _quiet_exporter(), torch.no_grad():
-                program = torch.onnx.export(model.module.eval(), model.example_inputs, dynamo=True, verbose=False)
+            with _quiet_exporter(), torch.no_grad(), leaf_outputs(model.module.eval()) as module:
+                program = torch.onnx.export(module, model.example_inputs, dynamo=True, verbose=False)
             program.save(str(onnx_path))
         except Exception as exc:
             raise export_failure(model.name, exc) from None

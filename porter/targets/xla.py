@@ -28,6 +28,7 @@ import torch
 from porter.core.errors import PorterError
 from porter.core.tags import module_scope
 from porter.targets.call_tags import torchax_call_scopes
+from porter.targets.outputs import leaf_outputs
 from porter.targets.base import (
     Activations,
     Availability,
@@ -179,9 +180,9 @@ class XlaStack(Stack):
             raise CaptureFailure(f"torchax could not convert model {model.name}: {type(exc).__name__}: {exc}") from None
 
         def traced(w: Any, args: tuple[Any, ...]) -> Any:
-            with torch.no_grad(), jax_module_scopes(module, tracker=tracker), \
+            with torch.no_grad(), leaf_outputs(module), jax_module_scopes(module, tracker=tracker), \
                     torchax_call_scopes(env, lambda: tracker.current):
-                return fn(w, args)
+                return fn(w, args)  # a tuple of arrays whatever pytree the model returns
 
         jitted = jax.jit(traced)
         t0 = time.perf_counter()
@@ -273,7 +274,7 @@ class XlaStack(Stack):
                         for i, leaf in enumerate(tensor_leaves(value)):
                             calls[call_key(path, side, i)] = env.t2j_iso(leaf)
 
-            with torch.no_grad(), jax_module_scopes(module, on_call=on_call):
+            with torch.no_grad(), leaf_outputs(module), jax_module_scopes(module, on_call=on_call):
                 fn(w, args)
             return got, calls
 

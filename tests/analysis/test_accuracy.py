@@ -248,6 +248,11 @@ def test_compare_sketches_lists_each_module_it_cannot_compare():
     df, gaps = compare_sketches(src, tgt)
     assert list(df["module"]) == ["a"] and math.isclose(df["propagated_rel_l2"].iloc[0], 0.5)
     assert set(gaps) == {"b", "c", "d"} and "shapes differ" in gaps["b"]
+    # the same element count in another layout holds other elements at the sampled positions
+    lay = {"shape": [2, 2, 4], "dtype": "float32", "numel": 16, "l2": 1.0, "max_abs": 1.0, "nan": 0, "inf": 0}
+    df, gaps = compare_sketches(Sketches({"q": {**lay, "shape": [2, 8]}, "s": {**lay, "shape": [2, 1, 8]}}, {"q": np.ones(16), "s": np.ones(16)}),
+                                Sketches({"q": lay, "s": {**lay, "shape": [2, 8]}}, {"q": np.ones(16), "s": np.ones(16)}))
+    assert list(df["module"]) == ["s"] and "shapes differ: source [2, 8], target [2, 2, 4]" in gaps["q"]
 
 
 def test_findings_never_claim_no_error_when_modules_were_not_compared():

@@ -282,7 +282,10 @@ def test_failure_names_op_module_category_and_leaves_nothing_hidden(factory, tar
     assert "\n" not in line
     assert f"op {op} " in line and "in module body/act" in line and f": {category}: " in line, line
     assert getattr(info.value, "category", "") == category
-    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]  # no .capture-* scratch left behind
+    # no .capture-* scratch left behind; the failed capture is kept, and the message names it
+    assert sorted(p.name for p in out.iterdir()) == ["failed-target", "keep.txt"]
+    assert f"the failed capture bundle {out / 'failed-target'} holds the full error text" in line
+    assert load_bundle(out / "failed-target").manifest["status"] == "failed"
 
 
 def test_factory_import_error_keeps_the_real_cause_and_debug_prints_the_chain(tmp_path):

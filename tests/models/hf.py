@@ -2,8 +2,8 @@
 
 ``bert_small`` / ``gpt2_small`` are test sizes; ``bert_base`` / ``gpt2_base`` are the
 BERT-base and GPT-2-small shapes (12 layers, width 768, 12 heads) the issue measures.
-The models return tuples (return_dict=False): the xla stack jits the whole model, and a jitted
-function cannot return an HF ModelOutput. Every factory runs the model on token ids of one fixed seed (batch 2, sequence SEQ).
+The models return tuples (return_dict=False); stock models returning an HF ModelOutput run too
+(porter/targets/outputs.py, tests/e2e/test_pytree_outputs.py). Every factory runs the model on token ids of one fixed seed (batch 2, sequence SEQ).
 """
 
 from __future__ import annotations

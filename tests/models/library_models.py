@@ -147,3 +147,25 @@ def bert_wide3_newgelu():
     this machine's noise (a timing of each module alone tied 25 of them), so no top 3 exists to
     agree on. Here the three activations are gaps inductor's one fused kernel really makes."""
     return _bert_wide(3, "gelu_new")
+
+
+def llama_tiny():
+    """A stock LlamaForCausalLM, as a user has it: it returns a CausalLMOutputWithPast (logits
+    and a DynamicCache), not a tensor, so every stack must take its output as a pytree."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return LlamaForCausalLM(cfg).eval(), (_tokens(cfg.vocab_size, 16),)
+
+
+def bert_stock():
+    """A stock BertModel as transformers builds it by default: SDPA attention, and a
+    BaseModelOutputWithPooling out (ONNX export decomposes its attention into MatMuls)."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=512, max_position_embeddings=64)
+    return BertModel(cfg).eval(), (_tokens(cfg.vocab_size),)

@@ -149,7 +149,7 @@ def test_live_summary_says_the_profiled_ratio_is_not_the_headline(tmp_path_facto
     sides = live["headline"]["sides"]
     flat = " ".join(text.split())
     counted = live["headline"]["ops_step"]
-    assert f"step table (ops per step, the profiler's slowdown out; profiler overhead" in flat
+    assert "step table (ops per step, the profiler's slowdown out; profiler overhead" in flat
     assert f"{counted['ratio']:.3f}" in flat
     assert ("differs from the headline: the headline counts the time between ops" in flat) == (
         not counted["agrees_with_headline"])

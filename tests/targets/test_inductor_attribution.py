@@ -47,6 +47,8 @@ def kernel_ops(ops: pd.DataFrame) -> pd.DataFrame:
 def test_stack_path_strips_any_root_local():
     assert stack_path("L['self'].blocks[0].attn") == "blocks/0/attn"
     assert stack_path("L['fn'].0") == "0"  # nn.Sequential compiled directly: dynamo names it fn
+    # a root whose forward is a (*args, **kwargs) wrapper (transformers' output decorators)
+    assert stack_path("L['args'][0].model.layers[0].self_attn") == "model/layers/0/self_attn"
     assert stack_path("L['self']._modules['features']._modules['3']") == "features/3"
 
 
