@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from porter.core.opclass import classify
 from profilers.hlo_cost import HloCosts
+from porter.core.elementcost import element_weight
 from porter.core.schema import MODULE_SEP, NO_MODULE, encode_call_members, encode_members
 from porter.core.tags import CALL_TAG, MODULE_TAG, call_from_tags, module_from_tags
 
@@ -152,7 +153,8 @@ def member_cost(instr: _Instr, operands: list[_Instr]) -> float:
     dot: 2 * output elements * K, K = sqrt(lhs * rhs / out) (exact for a plain matmul);
     convolution: 2 * output elements * (kernel elements / output features), output features
     being the largest output dim the kernel also has; reduce: its input elements; anything
-    else: its output elements (one operation per element).
+    else: its output elements times the opcode's cost per element (porter.core.elementcost:
+    an exponential or erf is not an add; a sort pays log2 of its length per element).
     """
     out = max(instr.elems, 1)
     if instr.opcode == "dot" and len(operands) >= 2:
@@ -164,7 +166,8 @@ def member_cost(instr: _Instr, operands: list[_Instr]) -> float:
         return 2.0 * out * max(operands[1].elems / feat, 1.0)
     if instr.opcode == "reduce" and operands:
         return float(max(operands[0].elems, 1))
-    return float(out)
+    length = int(operands[0].dims[-1]) if operands and operands[0].dims else 0
+    return float(out) * element_weight(instr.opcode, length)
 
 
 @dataclass

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.async_gaps import AsyncGaps, place_async_gaps
+from porter.analysis.call_times import calls_apart, measured_calls
 from porter.analysis.groups import UNMATCHED, Groups, Strategy
 from porter.analysis.optime import OpTimes, op_times
 from porter.analysis.outside import is_runtime_range, outside_times
@@ -166,6 +167,8 @@ class LiveSides:
             split, raw = self.split[side], self.medians[side].raw_total  # the split placed raw times
             out[f"{side}_split_by_estimate_us"] = split.estimated_us
             out[f"{side}_split_by_estimate_share"] = min(split.estimated_us / raw, 1.0) if raw > 0 else 0.0
+            out[f"{side}_split_by_measurement_us"] = split.measured_us
+            out[f"{side}_split_by_measurement_share"] = min(split.measured_us / raw, 1.0) if raw > 0 else 0.0
             out[f"{side}_fused_ops_split"] = split.split_ops
             out[f"{side}_async_gap_us"] = self.gaps[side].placed_us  # idle time placed on the op that launched async work
             out[f"{side}_raw_total_us"] = raw  # before each call took its step median
@@ -188,10 +191,15 @@ class LiveSides:
 
 def live_sides(source_ops: pd.DataFrame, target_ops: pd.DataFrame) -> LiveSides:
     """XLA:CPU's async work back on its op (porter.analysis.async_gaps), then fused ops' time
-    shared among their members' modules (porter.analysis.split_fused), then each op call
+    shared among their members' modules by the other side's measured time for the same op calls
+    (porter.analysis.call_times, porter.analysis.split_fused), then each op call
     charged its median over the steps (porter.analysis.step_median): one program every step."""
     gaps = {"source": place_async_gaps(source_ops), "target": place_async_gaps(target_ops)}
-    split = {side: split_fused(gaps[side].ops) for side in ("source", "target")}
+    other = {"source": "target", "target": "source"}
+    timed = {side: op_times(gaps[side].ops) for side in other}
+    measured = {side: measured_calls(gaps[side].ops, timed[side]) for side in other}
+    split = {side: split_fused(gaps[side].ops, measured[other[side]], calls_apart(gaps[side].ops, timed[side]))
+             for side in other}
     ops = {side: split[side].ops for side in ("source", "target")}
     medians = {side: step_median(ops[side], op_times(ops[side])) for side in ("source", "target")}
     strategy = identity_strategy(split["source"].absorbed, split["target"].absorbed)

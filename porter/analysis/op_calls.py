@@ -11,14 +11,18 @@ step (each call's step medians summed over the steps, over the number of steps).
 estimated share placed on a module other than its root call's is that module's ``fused#0``.
 
 A fused op that holds several op calls (``ops.call_members``: every member instruction of an
-XLA fusion, the FX nodes of an inductor kernel, the original nodes an ORT fused node replaced) is split among those calls by their
-estimated cost (fused_call_shares), each row's estimated part kept as ``estimated_us``.
+XLA fusion, the FX nodes of an inductor kernel, the original nodes an ORT fused node
+replaced) is split among those calls by the other side's measured time for each same call
+where it pairs, else by estimated cost (fused_call_shares), each row's estimated part kept
+as ``estimated_us``.
 
 Evidence per row: ``identity-call`` (both sides ran the call, under half of the target's time
 estimated: a dense layer's GEMM that ran alone stays identity-call when only its bias add was
 fused with the next call), ``fused-share`` (at least half of the target's time is an estimated
 share of a fusion split among modules or calls, porter.analysis.split_fused and
-fused_call_shares), ``source-only`` (the target did this call's work inside another
+fused_call_shares), ``fused-measured`` (at least half of it is a share of a fusion priced by
+the source's measured time for the same call: the call's work ran fused, its share is not a
+guess), ``source-only`` (the target did this call's work inside another
 call's fused op, or none: a view, eval-mode dropout), ``target-only``. Only modules where
 both sides carry call identities are listed; elsewhere (untagged kernels such as a fused SDPA
 a rewrite made) the module group is the finest pairing. ORT's calls come from the exporter's
@@ -34,10 +38,12 @@ import pandas as pd
 
 from porter.analysis.outside import RUNTIME_RANGES
 from porter.analysis.call_identity import call_keys
+from porter.analysis.fused_shares import decode
 from porter.analysis.optime import OpTimes
 
 IDENTITY_CALL = "identity-call"
 FUSED_SHARE = "fused-share"
+FUSED_MEASURED = "fused-measured"
 SOURCE_ONLY = "source-only"
 TARGET_ONLY = "target-only"
 ESTIMATED_MAJORITY = 0.5  # a row is fused-share when at least this much of its target time is estimated
@@ -68,28 +74,35 @@ def side_calls(ops: pd.DataFrame, times: OpTimes) -> pd.DataFrame:
     if len(fused):  # a fusion holding several calls: its time is theirs, by estimated share
         keys = keys.drop(index=pd.unique(fused["fused_ids"].explode()), errors="ignore")
     if keys.empty and fused.empty:
-        return pd.DataFrame(columns=["module", "op", "k", "us", "est"])
+        return pd.DataFrame(columns=["module", "op", "k", "us", "est", "shared"])
     named = ops.set_index("op_id")
     t = times.values.reindex(keys.index).fillna(0.0).to_numpy()
-    share = named["name"].reindex(keys.index).astype(str).str.contains("[share of", regex=False).to_numpy()
+    name = named["name"].reindex(keys.index).astype(str)
+    share = name.str.contains("[share of", regex=False).to_numpy()
+    guess = share & name.str.endswith(", estimated]").to_numpy()
     steps = max(1, int(pd.unique(ops.loc[ops["step"] >= 0, "step"]).size))
     f = pd.DataFrame({"module": keys["module"].to_numpy(), "op": keys["op"].to_numpy(),
-                      "k": keys["k"].astype(np.int64).to_numpy(), "us": t / steps, "est": np.where(share, t / steps, 0.0)})
+                      "k": keys["k"].astype(np.int64).to_numpy(), "us": t / steps,
+                      "est": np.where(guess, t / steps, 0.0), "shared": np.where(share, t / steps, 0.0)})
     if len(fused):
         f = pd.concat([f, pd.DataFrame({"module": fused["module"], "op": fused["op"], "k": fused["k"].astype(np.int64),
-                                        "us": fused["us"] / steps, "est": fused["us"] / steps})], ignore_index=True)
-    return f.groupby(["module", "op", "k"], as_index=False, sort=False).agg(us=("us", "sum"), est=("est", "sum"))
+                                        "us": fused["us"] / steps, "est": fused["est"] / steps,
+                                        "shared": fused["us"] / steps})], ignore_index=True)
+    return f.groupby(["module", "op", "k"], as_index=False, sort=False).agg(us=("us", "sum"), est=("est", "sum"),
+                                                                          shared=("shared", "sum"))
 
 
 def fused_call_shares(ops: pd.DataFrame, times: OpTimes) -> pd.DataFrame:
     """Each fused op that holds several op calls (``ops.call_members``: an XLA fusion's member
     instructions, an inductor kernel's FX nodes, an ORT node that replaced a Conv, its BatchNorm
     and its ReLU) split among
-    them by each call's estimated share of its cost: one row per (fused op, member call) with
-    the fusion's charged time (its own and its module shares', porter.analysis.split_fused)
-    times the share, shares normalised to sum to 1. Columns: op_id, module, op, k, us (over all
-    steps), fused_ids (the rows whose time it is)."""
-    cols = ["op_id", "module", "op", "k", "us", "fused_ids"]
+    them by each call's share: the one split_fused priced by the other side's measured time
+    for the same call (``call_split``, porter.analysis.fused_shares), else its estimated share
+    of the cost. One row per (fused op, member call) with the fusion's charged time (its own and
+    its module shares', porter.analysis.split_fused) times the share, shares normalised to sum
+    to 1. Columns: op_id, module, op, k, us (over all steps), est (the part of us placed by
+    estimate), fused_ids (the rows whose time it is)."""
+    cols = ["op_id", "module", "op", "k", "us", "est", "fused_ids"]
     if "call_members" not in ops.columns:
         return pd.DataFrame(columns=cols)
     name = ops["name"].astype(str)
@@ -100,14 +113,17 @@ def fused_call_shares(ops: pd.DataFrame, times: OpTimes) -> pd.DataFrame:
                      ["op_id", "parent_id"]]
     children = shares.groupby("parent_id")["op_id"].agg(list)
     rows = []
-    for r in own.itertuples(index=False):
+    split = own["call_split"].astype(str).to_numpy() if "call_split" in own.columns else np.full(len(own), "")
+    for r, by_split in zip(own.itertuples(index=False), split):
         ids = [r.op_id, *children.get(r.op_id, [])]
         total = float(times.values.reindex(ids).fillna(0.0).sum())
-        members = json.loads(r.call_members)
+        members = ([(c.module, c.call, c.share, c.measured) for c in decode(by_split)] if by_split else
+                   [(module, call, share, False) for module, call, share in json.loads(r.call_members)])
         norm = sum(m[2] for m in members) or 1.0
-        for module, call, share in members:
+        for module, call, share, measured in members:
             op, _, k = call.rpartition("#")
-            rows.append((r.op_id, module, op, int(k), total * share / norm, ids))
+            us = total * share / norm
+            rows.append((r.op_id, module, op, int(k), us, 0.0 if measured else us, ids))
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -123,10 +139,11 @@ def op_call_table(source_ops: pd.DataFrame, source_times: OpTimes,
     su, tu = m["us_s"].fillna(0.0).to_numpy(), m["us_t"].fillna(0.0).to_numpy()
     m = m[(su > 0) | (tu > 0)]
     su, tu = m["us_s"].fillna(0.0).to_numpy(), m["us_t"].fillna(0.0).to_numpy()
-    est = m["est_t"].fillna(0.0).to_numpy()
+    est, fz = m["est_t"].fillna(0.0).to_numpy(), m["shared_t"].fillna(0.0).to_numpy()
     shared = (est > 0) & (est >= ESTIMATED_MAJORITY * tu)
-    evidence = np.where(shared, FUSED_SHARE, np.where((su > 0) & (tu > 0), IDENTITY_CALL,
-                                                      np.where(su > 0, SOURCE_ONLY, TARGET_ONLY)))
+    timed = ~shared & (fz > 0) & (fz >= ESTIMATED_MAJORITY * tu) & (su > 0)
+    evidence = np.where(shared, FUSED_SHARE, np.where(timed, FUSED_MEASURED, np.where(
+        (su > 0) & (tu > 0), IDENTITY_CALL, np.where(su > 0, SOURCE_ONLY, TARGET_ONLY))))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where((su > 0) & (tu > 0), tu / np.where(su > 0, su, 1.0), np.nan)
     out = pd.DataFrame({"module": m["module"].to_numpy(), "op": m["op"].to_numpy(),

@@ -26,7 +26,11 @@ compiler, while it compiles, which FX nodes each kernel call computes:
 * The profiled ops are then matched to the call sequence in order within each step;
   the ops a matched call launches inherit its module. A call whose nodes span modules
   also records them (``ops.members``) with each module's share of the nodes' estimated
-  cost (node_cost: FX meta shapes), so the analysis can split the kernel's time.
+  cost (node_cost: FX meta shapes, porter.core.elementcost per element), so the analysis can
+  split the kernel's time where the other side measured nothing (porter.analysis.split_fused).
+  A generated kernel that lists a convolution or matmul an extern call computes only lays out
+  that op's input: the node costs nothing there and does not pull the kernel's module up
+  (idle_nodes).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
+from porter.core.elementcost import element_weight
 from porter.core.schema import encode_call_members, encode_members
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
@@ -173,7 +178,8 @@ MATMULS = ("mm", "addmm", "bmm", "baddbmm")
 def node_cost(node: torch.fx.Node) -> float:
     """Estimated arithmetic of one FX node from its meta shapes (an estimate): matmuls
     2 * output elements * K, convolutions 2 * output elements * (weight elements / output
-    channels), anything else its output elements."""
+    channels), anything else its output elements times the op's cost per element
+    (porter.core.elementcost: an erfinv is not an add)."""
     out = max(_numel(node.meta.get("val")), 1)
     name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
     tensors = [a.meta.get("val") for a in node.args if isinstance(a, torch.fx.Node)]
@@ -181,10 +187,15 @@ def node_cost(node: torch.fx.Node) -> float:
     if name in MATMULS and tensors:
         lhs = tensors[-2] if len(tensors) >= 2 else tensors[0]
         return 2.0 * out * max(int(lhs.shape[-1]) if lhs.dim() else 1, 1)
-    if "convolution" in name and len(tensors) >= 2 and tensors[1].dim():
+    if _heavy(name) and len(tensors) >= 2 and tensors[1].dim():
         w = tensors[1]
         return 2.0 * out * max(w.numel() // max(int(w.shape[0]), 1), 1)
-    return float(out)
+    length = int(tensors[0].shape[-1]) if tensors and tensors[0].dim() else 0
+    return float(out) * element_weight(name, length)
+
+
+def _heavy(name: str) -> bool:
+    return name in MATMULS or "convolution" in name
 
 
 def node_costs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, float]]:
@@ -202,13 +213,14 @@ def view_nodes(gm: torch.fx.GraphModule) -> set[str]:
             and (getattr(n.target, "is_view", False) or n.target in (unsafe, operator.getitem))}
 
 
-def members_json(nodes: list[str], record: RegionRecord) -> str:
+def members_json(nodes: list[str], record: RegionRecord, idle: set[str] | frozenset[str] = frozenset()) -> str:
     """A call's nodes by module with their share of its estimated cost; '' within one module.
     A view costs nothing, as in handle_call_members: costed by its output's size, the dense
-    layer's output view inside GPT-2's GELU kernel gave c_fc 11% of that kernel."""
+    layer's output view inside GPT-2's GELU kernel gave c_fc 11% of that kernel. Nor does an
+    idle node (idle_nodes: a convolution an extern call computes)."""
     def member(n: str) -> tuple[str, str, float]:
         op, cost = record.node_costs.get(n, ("", 0.0))
-        return record.node_modules.get(n, ""), op, 0.0 if n in record.views else cost
+        return record.node_modules.get(n, ""), op, 0.0 if n in record.views or n in idle else cost
 
     return encode_members(member(n) for n in nodes)
 
@@ -224,20 +236,38 @@ def fresh_nodes(record: RegionRecord) -> dict[str, list[str]]:
     return out
 
 
+def _generated(handle: str) -> bool:
+    """A kernel inductor wrote (C++ or Triton), not an extern call (extern_kernels.convolution)."""
+    return handle.startswith(("cpp_", "triton_"))
+
+
+def idle_nodes(record: RegionRecord) -> dict[str, set[str]]:
+    """Generated call-site handle -> the matmul and convolution nodes it lists that an extern call
+    computes: there the kernel only writes that op's input in the layout the extern call wants
+    (resnet's BatchNorm+ReLU kernel lists the next convolution; priced at its FLOPs, that
+    convolution took 98% of a kernel that does none of its arithmetic)."""
+    extern = {n for h, nodes in record.handle_nodes.items() if not _generated(h) for n in nodes}
+    heavy = lambda n: _heavy(record.node_costs.get(n, ("", 0.0))[0].rpartition("::")[2])  # noqa: E731
+    return {h: {n for n in nodes if n in extern and heavy(n)} for h, nodes in record.handle_nodes.items() if _generated(h)}
+
+
 def handle_modules(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> module, by the rule in the module docstring, over the nodes that do
-    work (a view read in place does not pull the kernel up to the block holding both modules)."""
-    return {h: common_path([record.node_modules[n] for n in (_work(nodes, record) or nodes)])
+    work (a view read in place does not pull the kernel up to the block holding both modules,
+    nor does an idle node: idle_nodes)."""
+    idle = idle_nodes(record)
+    return {h: common_path([record.node_modules[n] for n in (_work(nodes, record, idle.get(h, set())) or nodes)])
             for h, nodes in fresh_nodes(record).items()}
 
 
-def _work(nodes: list[str], record: RegionRecord) -> list[str]:
-    return [n for n in nodes if n not in record.views]
+def _work(nodes: list[str], record: RegionRecord, idle: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    return [n for n in nodes if n not in record.views and n not in idle]
 
 
 def handle_members(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> members_json of its fresh nodes ('' within one module)."""
-    return {h: members_json(nodes, record) for h, nodes in fresh_nodes(record).items()}
+    idle = idle_nodes(record)
+    return {h: members_json(nodes, record, idle.get(h, set())) for h, nodes in fresh_nodes(record).items()}
 
 
 def _costliest(nodes: list[str], record: RegionRecord) -> str:
@@ -248,10 +278,10 @@ def handle_calls(record: RegionRecord) -> dict[str, str]:
     """Call-site handle -> the op call of its costliest fresh node, when that node names one and
     lies in the handle's own module (else none: a fused SDPA a rewrite made names no call, and
     must not take the call of the transpose feeding it)."""
-    modules = handle_modules(record)
+    modules, idle = handle_modules(record), idle_nodes(record)
     out = {}
     for h, nodes in fresh_nodes(record).items():
-        main = _costliest(nodes, record) if nodes else ""
+        main = _costliest(_work(nodes, record, idle.get(h, set())) or nodes, record) if nodes else ""
         if main in record.node_calls and record.node_modules.get(main, "") == modules.get(h, ""):
             out[h] = record.node_calls[main]
     return out
@@ -265,14 +295,14 @@ def handle_call_members(record: RegionRecord) -> dict[str, str]:
     even when that view pulled the kernel's module up to the block holding both. Only when the
     costliest other node names a call: a kernel whose main work a rewrite made (a fused SDPA)
     would otherwise hand all its time to the small tagged ops around it."""
-    out = {}
+    out, idle = {}, idle_nodes(record)
     for h, nodes in fresh_nodes(record).items():
-        work = _work(nodes, record)
+        work = _work(nodes, record, idle.get(h, set()))
         if not work or _costliest(work, record) not in record.node_calls:
             continue
         encoded = encode_call_members((record.node_modules.get(n, ""), record.node_calls.get(n, ""),
-                                       0.0 if n in record.views else record.node_costs.get(n, ("", 0.0))[1])
-                                      for n in nodes)
+                                       0.0 if n in record.views or n in idle.get(h, ()) else
+                                       record.node_costs.get(n, ("", 0.0))[1]) for n in nodes)
         if encoded:
             out[h] = encoded
     return out

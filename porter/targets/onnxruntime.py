@@ -24,6 +24,7 @@ import torch
 
 from porter.runtime.timing import timed_call
 from porter.core.errors import PorterError
+from porter.core.elementcost import element_weight
 from porter.core.schema import encode_call_members, encode_members
 from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack, module_path
 from porter.targets.outputs import leaf_outputs
@@ -157,14 +158,16 @@ def _dims(graph: Any) -> dict[str, tuple[int, ...]]:
 
 def node_cost(node: Any, dims: dict[str, tuple[int, ...]]) -> float:
     """Estimated arithmetic of one ONNX node (an estimate): Conv 2 * output * (weight / output
-    channels), MatMul/Gemm 2 * output * K, anything else its output elements."""
+    channels), MatMul/Gemm 2 * output * K, anything else its output elements times the op's
+    cost per element (porter.core.elementcost)."""
     out = max(math.prod(dims.get(node.output[0], (1,))) if node.output else 1, 1)
     if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1 and dims.get(node.input[1]):
         w = dims[node.input[1]]
         return 2.0 * out * max(math.prod(w) // max(w[0], 1), 1)
     if node.op_type in ("MatMul", "Gemm") and dims.get(node.input[0]):
         return 2.0 * out * max(dims[node.input[0]][-1], 1)
-    return float(out)
+    first = dims.get(node.input[0], ()) if node.input else ()
+    return float(out) * element_weight(node.op_type, int(first[-1]) if first else 0)
 
 
 def replaced_nodes(outputs: list[str], boundary: set[str], original: Any) -> dict[str, Any]:

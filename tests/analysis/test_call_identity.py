@@ -144,7 +144,7 @@ def test_live_bert_pairs_each_call_by_identity(target, tmp_path):
     that call), evidence identity-call; the source's compute children and inductor's
     decomposed ``addmm`` never form calls of their own; the table never holds more than each
     side's per-step time."""
-    from porter.analysis.op_calls import IDENTITY_CALL, COLUMNS, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY
+    from porter.analysis.op_calls import IDENTITY_CALL, COLUMNS, FUSED_MEASURED, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY
     from porter.bundles.bundle import load_bundle
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture
@@ -162,7 +162,7 @@ def test_live_bert_pairs_each_call_by_identity(target, tmp_path):
     d = analyse(load_bundle(tmp_path / "s"), load_bundle(tmp_path / "t"))
     calls = d.alignment.op_calls
     assert list(calls.columns) == COLUMNS
-    assert set(calls["evidence"]) <= {IDENTITY_CALL, FUSED_SHARE, SOURCE_ONLY, TARGET_ONLY}
+    assert set(calls["evidence"]) <= {IDENTITY_CALL, FUSED_SHARE, FUSED_MEASURED, SOURCE_ONLY, TARGET_ONLY}
     dense = calls[calls["op"] == "linear"]
     assert len(dense) == 12  # 2 layers x (query, key, value, attention output, intermediate, output)
     assert (dense["evidence"] == IDENTITY_CALL).all() and (dense["call"] == 0).all()

@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from porter.analysis.align import align
-from porter.analysis.op_calls import FUSED_SHARE, IDENTITY_CALL, fused_call_shares
+from porter.analysis.fused_shares import decode
+from porter.analysis.op_calls import FUSED_MEASURED, FUSED_SHARE, IDENTITY_CALL, fused_call_shares
+from porter.core.elementcost import element_weight
 from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
 from porter.pipeline.diagnose import analyse
@@ -43,16 +45,28 @@ def _pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     return src, tgt
 
 
-def test_a_fusion_holding_two_calls_is_split_between_them_by_estimated_cost():
+def test_a_fusion_holding_two_calls_is_split_between_them_by_the_sources_time_where_it_pairs():
     src, tgt = _pair()
     al = align(src, tgt, identity=True)
     calls = al.op_calls.set_index(["module", "op", "call"])
-    # the dense layer's call: its own dot plus its bias add's share, mostly measured
+    # the dense layer's call ran its dot apart on the target, so eager's 300 us for it are not the
+    # bias add's: that share stays the estimate's 20%, the one estimated part of the row
     assert calls.loc[("d", "linear", 0), "target_us"] == pytest.approx(80.0 + 0.2 * 50.0, rel=REL)
     assert calls.loc[("d", "linear", 0), "estimated_us"] == pytest.approx(10.0, rel=REL)
     assert calls.loc[("d", "linear", 0), "evidence"] == IDENTITY_CALL
+    # the GELU's call, the only measured member, takes the rest, marked measured
     assert calls.loc[("a", "gelu", 0), "target_us"] == pytest.approx(40.0, rel=REL)
+    assert calls.loc[("a", "gelu", 0), "estimated_us"] == 0.0
+    assert calls.loc[("a", "gelu", 0), "evidence"] == FUSED_MEASURED
+    names = al.target_ops.loc[al.target_ops["parent_id"] == 2, "name"].tolist()
+    assert sorted(names) == ["add_erf_fusion [share of a, measured]", "add_erf_fusion [share of d, estimated]"]
+    assert al.stats["target_split_by_measurement_us"] == pytest.approx(40.0, rel=REL)
+    assert al.stats["target_split_by_estimate_us"] == pytest.approx(10.0, rel=REL)
+    # without the GELU call on the source (module a ran a tanh there) nothing pairs: all by estimate
+    src["name"] = src["framework_op"] = ["aten::linear", "aten::tanh"]
+    calls = align(src, tgt, identity=True).op_calls.set_index(["module", "op", "call"])
     assert calls.loc[("a", "gelu", 0), "evidence"] == FUSED_SHARE
+    assert calls.loc[("a", "gelu", 0), "estimated_us"] == pytest.approx(40.0, rel=REL)
     assert "fused" not in set(al.op_calls["op"])  # the module shares became call shares
     # the split is of the fusion's whole time, its module shares (split_fused's child rows) included
     shares = fused_call_shares(al.target_ops, al.target_times)
@@ -179,11 +193,18 @@ def test_xla_gelu_fusion_member_calls_each_get_a_share_summing_to_its_time(sourc
         whole = al.target_times.values.reindex(mine["fused_ids"].iloc[0]).sum()
         assert mine["us"].sum() == pytest.approx(whole, rel=REL)
         calls = al.op_calls.set_index(["module", "op", "call"])
+        # eager ran each member call unfused: the GELU by its measured time; the dense layer's call,
+        # whose dot XLA ran apart, by the estimate for its bias add
+        priced = {(c.module, c.call): c.measured for c in decode(ops.set_index("op_id").loc[op_id, "call_split"])}
+        assert priced and any(priced.values())
         for r in mine.itertuples():
             row = calls.loc[(r.module, r.op, r.k)]
-            assert row["estimated_us"] >= r.us / steps * (1 - REL)  # every member call carries its share
+            assert row["target_us"] >= r.us / steps * (1 - REL)  # every member call carries its share
+            if not priced[(r.module, f"{r.op}#{r.k}")]:
+                assert row["estimated_us"] >= r.us / steps * (1 - REL)
     act = al.op_calls[(al.op_calls["op"] == "gelu")]
-    assert len(act) == 2 and set(act["evidence"]) == {FUSED_SHARE}
+    assert len(act) == 2 and set(act["evidence"]) == {FUSED_MEASURED}
+    assert (act["estimated_us"] == 0).all()
 
 
 def test_an_ort_helper_feeding_one_node_is_that_nodes_call():
@@ -237,12 +258,15 @@ def test_an_inductor_kernel_lists_the_op_calls_of_its_nodes_by_estimated_cost():
     records = compiled_records(_Block().eval(), torch.randn(2, 4, 16))
     calls = {c.callee: c for c in region_calls(records)}
     (fused,) = [c for name, c in calls.items() if name.startswith("cpp_fused")]
-    # three elementwise calls over one 2x4x16 output: one estimated unit per output element each;
-    # the add written in the root forward counts there, tanh and mul in the child; the dense
-    # layer's output view (its linear call) is indexing inside the kernel and takes nothing
+    # three elementwise calls over one 2x4x16 output, each its output elements times its op's cost
+    # per element (a tanh is not an add: porter.core.elementcost); the add written in the root
+    # forward counts there, tanh and mul in the child; the dense layer's output view (its linear
+    # call) is indexing inside the kernel and takes nothing
     got = json.loads(fused.call_members)
-    assert [m[:2] for m in got] == [["", "add#0"], ["act", "mul#0"], ["act", "tanh#0"], ["fc", "linear#0"]]
-    assert [m[2] for m in got] == pytest.approx([1 / 3] * 3 + [0.0], rel=1e-6, abs=1e-12)
+    assert [m[:2] for m in got] == [["act", "tanh#0"], ["", "add#0"], ["act", "mul#0"], ["fc", "linear#0"]]
+    w = element_weight("aten::tanh")
+    assert w > element_weight("aten::add") == element_weight("aten::mul") == 1.0
+    assert [m[2] for m in got] == pytest.approx([w / (w + 2), 1 / (w + 2), 1 / (w + 2), 0.0], rel=1e-6, abs=1e-12)
     assert calls["aten::addmm"].call == "linear#0" and calls["aten::addmm"].call_members == ""  # one call
     # BERT's intermediate: a dense layer, then its sibling's GELU. The kernel computes the GELU and
     # reads the dense layer's output through a view, which does no work: the kernel is the GELU's

@@ -169,3 +169,29 @@ def bert_stock():
     cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=512, max_position_embeddings=64)
     return BertModel(cfg).eval(), (_tokens(cfg.vocab_size),)
+
+
+class Erfinv(nn.Module):
+    """A planted activation: erfinv of its input clamped into (-1, 1). Inductor's C++ erfinv
+    is scalar code tens of times slower than eager's, so fused with the BatchNorm before it
+    (one kernel: the norm's four elementwise nodes, the clamp, the erfinv) nearly all of that
+    kernel's time is the activation's, which an element count would give to the BatchNorm."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.erfinv(torch.clamp(x, -0.99, 0.99))
+
+
+ERFINV_AT = "model/encoder/stages/0/layers/0/layer/0/activation"  # where resnet_erfinv plants it
+ERFINV_NORM = "model/encoder/stages/0/layers/0/layer/0/normalization"  # the BatchNorm fused with it
+
+
+def resnet_erfinv():
+    """transformers' ResNet (basic layers, two stages of one layer) with the first layer's first
+    activation replaced by Erfinv (ERFINV_AT), after its own BatchNorm (ERFINV_NORM)."""
+    from transformers import ResNetConfig, ResNetModel
+
+    torch.manual_seed(0)
+    cfg = ResNetConfig(num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic")
+    model = ResNetModel(cfg).eval()
+    model.encoder.stages[0].layers[0].layer[0].activation = Erfinv()
+    return _FirstOutput(model), (torch.randn(4, 3, 128, 128, generator=torch.Generator().manual_seed(0)),)
