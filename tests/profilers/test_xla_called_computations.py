@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from porter.core.elementcost import element_weight
 from porter.core.tags import CALL_TAG, MODULE_TAG
 from profilers.xla_hlo import HloIndex, index_module, scope_and_op
 from profilers.xspace_proto import parse_hlo_proto
@@ -119,6 +122,10 @@ def test_only_a_fusion_is_split_among_modules():
     members = {m: share for m, _op, share in json.loads(fusion.members)}
     # the member XLA named "reduce_window_sum" (no path) is the fusion's own (blk/fc), never ''
     assert set(members) == {"blk/act", "blk/fc"}
-    assert members["blk/fc"] > members["blk/act"] > 0
+    # priced per output element (porter.core.elementcost): one tanh (12 adds) against two adds
+    tanh, add = element_weight("tanh"), element_weight("add")
+    assert tanh == 12.0 and add == 1.0
+    assert members["blk/act"] == pytest.approx(tanh / (tanh + 2 * add))
+    assert members["blk/fc"] == pytest.approx(2 * add / (tanh + 2 * add))
     calls = {c for _m, c, _s in json.loads(fusion.call_members)}
     assert calls == {"gelu#0", "linear#0"}
