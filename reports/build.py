@@ -330,6 +330,9 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         source_coverage=_f(cov.get("source")),
         split_share={side: float(v) for side in ("source", "target")
                      if (v := _get(d, f"alignment.stats.{side}_split_by_estimate_share", default=None)) is not None},
+        measured_split_share={side: float(v) for side in ("source", "target")
+                              if (v := _get(d, f"alignment.stats.{side}_split_by_measurement_share", default=None))
+                              is not None},
         outside_share={side: float(v) for side in ("source", "target")
                        if (v := _get(d, f"alignment.stats.{side}_unmatched_outside_modules_share", default=None))},
         outside_kinds={side: _outside_kinds(d, side) for side in ("source", "target")},

@@ -226,6 +226,7 @@ class ReportModel:
     portability_summary: str = ""
     source_coverage: float | None = None  # share of source time matched to target ops
     split_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time split among modules by estimate
+    measured_split_share: dict[str, float] = field(default_factory=dict)  # side -> share split by the other side's measured op-call times
     outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (in coverage's denominator)
     outside_kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> {what it is: share of the side's time}
     op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first

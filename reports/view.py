@@ -155,12 +155,19 @@ def outside_text(m: ReportModel) -> str:
 
 
 def split_text(m: ReportModel) -> str:
-    """How much time was placed on modules by estimate (fused kernels split by their members' cost)."""
-    parts = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.split_share.items() if v > 0]
-    if not parts:
+    """How much time fused kernels holding several modules' work placed on those modules, and on
+    what basis: the other side's measured times for the same op calls, or an estimate by op cost
+    where nothing paired (porter.analysis.fused_shares, split_fused)."""
+    measured = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.measured_split_share.items() if v > 0]
+    estimated = [f"{fmt_pct(v, 1)} of the {side}'s" for side, v in m.split_share.items() if v > 0]
+    if not measured and not estimated:
         return ""
-    return (f" Fused kernels that hold several modules' work were split among them by estimated cost: "
-            f"{' and '.join(parts)} time is placed by that estimate.")
+    text = " Fused kernels that hold several modules' work were split among them"
+    if measured:
+        text += f" by the other side's measured time for the same op calls ({' and '.join(measured)} time)"
+    if estimated:
+        text += (" and" if measured else "") + f" by estimated op cost where nothing paired ({' and '.join(estimated)} time)"
+    return text + "."
 
 
 def recovers_text(m: ReportModel) -> str:

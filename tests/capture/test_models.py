@@ -1,7 +1,8 @@
-"""Model specs: built-ins, factories, fingerprints, and the errors users see."""
+"""Model specs: built-ins, factories (a model file imports the modules beside it), fingerprints, and the errors users see."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,16 @@ def test_models_command_lists_builtins_with_params():
     for name in BUILTINS:
         assert name in r.stdout
         assert f"{load_model(name).param_count:,}" in r.stdout
+
+
+def test_a_model_file_imports_its_neighbours_by_name(tmp_path):
+    (tmp_path / "shared_blocks.py").write_text(
+        "import torch\n\nclass Twice(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n")
+    (tmp_path / "my_models.py").write_text(
+        "import torch\nfrom shared_blocks import Twice\n\n"
+        "def twice():\n    return Twice(), (torch.ones(3),)\n")
+    before = list(sys.path)
+    spec = load_model(f"{tmp_path / 'my_models.py'}:twice")
+    assert sys.path == before and str(tmp_path) not in sys.path
+    assert torch.equal(spec.module(*spec.example_inputs), torch.full((3,), 2.0))
+    sys.modules.pop("shared_blocks", None)

@@ -80,3 +80,20 @@ def test_the_planted_module_is_first_by_time_gap(diagnosis):
     gap = (rows["target_us"] - rows["source_us"]).sort_values(ascending=False)
     assert gap.index[0] == ERFINV_AT, gap.head(3)
     assert gap[ERFINV_AT] > gap[ERFINV_NORM] > 0
+
+
+@pytest.mark.slow
+def test_the_report_says_how_much_time_the_measured_split_placed(diagnosis):
+    import orjson
+
+    from porter.pipeline.document import encode, to_json
+    from reports.build import model_from_diagnosis
+    from reports.view import split_text
+
+    d = orjson.loads(encode(to_json(diagnosis)))
+    m = model_from_diagnosis(d)
+    share = d["alignment"]["stats"]["target_split_by_measurement_share"]
+    assert share > 0 and m.measured_split_share["target"] == share
+    text = split_text(m)
+    assert "by the other side's measured time for the same op calls" in text
+    assert f"{share * 100:.1f}% of the target's" in text

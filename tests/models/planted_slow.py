@@ -17,6 +17,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+try:  # imported as a module of the tests package
+    from tests.models.library_models import _FirstOutput
+except ImportError:  # loaded by porter from its file: its folder's modules import by name
+    from library_models import _FirstOutput
+
 BATCH = 2
 
 
@@ -35,17 +40,6 @@ class Planted(nn.Module):
         return torch.erfinv(torch.tanh(y) * 0.999)
 
 
-class _Hidden(nn.Module):
-    """The model's last hidden state: HF models return output dataclasses."""
-
-    def __init__(self, inner: nn.Module) -> None:
-        super().__init__()
-        self.model = inner
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x, return_dict=False)[0]
-
-
 def _llama(kind: str):
     from transformers import LlamaConfig, LlamaModel
 
@@ -57,7 +51,7 @@ def _llama(kind: str):
     mlp = model.layers[1].mlp
     mlp.act_fn = Planted(mlp.act_fn, kind)
     ids = torch.randint(0, cfg.vocab_size, (BATCH, 64), generator=torch.Generator().manual_seed(0))
-    return _Hidden(model).eval(), (ids,)
+    return _FirstOutput(model).eval(), (ids,)
 
 
 def _resnet(kind: str):
@@ -69,7 +63,7 @@ def _resnet(kind: str):
     layer = model.encoder.stages[1].layers[0].layer[0]
     layer.activation = Planted(layer.activation, kind)
     images = torch.randn(BATCH, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-    return _Hidden(model).eval(), (images,)
+    return _FirstOutput(model).eval(), (images,)
 
 
 def _vit(kind: str):
@@ -84,7 +78,7 @@ def _vit(kind: str):
     name = "intermediate_act_fn" if hasattr(act, "intermediate_act_fn") else "activation_fn"
     setattr(act, name, Planted(getattr(act, name), kind))
     images = torch.randn(BATCH, 3, 64, 64, generator=torch.Generator().manual_seed(0))
-    return _Hidden(model).eval(), (images,)
+    return _FirstOutput(model).eval(), (images,)
 
 
 def _vit_layers(model: nn.Module) -> nn.ModuleList:

@@ -9,13 +9,14 @@ refuse to compare bundles of different models.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -75,6 +76,21 @@ def root_cause(exc: BaseException) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _importable_beside(path: Path) -> Iterator[None]:
+    """While a model file runs, the modules in its folder import by name, as they do under
+    `python FILE.py` (a file of models that shares helpers with its neighbours)."""
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
 def _load_factory(ref: str) -> Callable[[], Any]:
     target, _, attr = ref.rpartition(":")
     if not target or not attr:
@@ -90,7 +106,8 @@ def _load_factory(ref: str) -> Callable[[], Any]:
                 raise PorterError("cannot load as a Python module", path=path)
             mod = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = mod  # so pickling/dynamo can find its classes
-            spec.loader.exec_module(mod)
+            with _importable_beside(path):
+                spec.loader.exec_module(mod)
         else:
             mod = importlib.import_module(target)
     except PorterError:
