@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.align import UNMATCHED, Alignment
+from porter.analysis.optime import op_times
 from porter.core.samples import Samples
 
 
@@ -187,9 +188,21 @@ class EndToEnd:
         }
 
 
+def _measured_steps(al: Alignment, side: str, ops: pd.DataFrame) -> tuple[Samples, float]:
+    """Each step's time as the profiler measured it. A live pair's aligned times are each op
+    call's median over the steps (porter.analysis.step_median), whose step totals are all
+    equal: a spread of 0% and an interval of width 0. So where the alignment took medians, the
+    steps are summed from the aligned ops' own times (after fused kernels were split, which
+    only moves time between ops)."""
+    if al.stats.get(f"{side}_step_median_calls"):
+        aligned = al.source_ops if side == "source" else al.target_ops
+        return step_totals(aligned, op_times(aligned).values)
+    return step_totals(ops, (al.source_times if side == "source" else al.target_times).values)
+
+
 def end_to_end(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame,
                source_wall: Samples | None = None, target_wall: Samples | None = None) -> EndToEnd:
-    s, s_out = step_totals(source_ops, al.source_times.values)
-    t, t_out = step_totals(target_ops, al.target_times.values)
+    s, s_out = _measured_steps(al, "source", source_ops)
+    t, t_out = _measured_steps(al, "target", target_ops)
     return EndToEnd(s, t, s_out, t_out, al.source_times.total, al.target_times.total, source_wall, target_wall,
                     bool((source_ops["step"] >= 0).any()), bool((target_ops["step"] >= 0).any()))

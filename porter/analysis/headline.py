@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.attribute import EndToEnd
-from porter.core.stats import WIDE, RatioInterval, ab_ba_blocks, paired_ratio, unpaired_ratio
+from porter.core.stats import WIDE, RatioInterval, ab_ba_blocks, few_sample_ratio, paired_ratio, unpaired_ratio
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
 SINGLE_THREAD = "both stacks with one intra-op thread"
@@ -89,8 +89,24 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
             "pairs": {k: paired.get(k) for k in keep}}
 
 
-def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Recorded traces: per-step device time (busy time where streams overlap), steps and spread per side."""
+def noisy_captures(source_manifest: Mapping[str, Any], target_manifest: Mapping[str, Any]) -> list[str]:
+    """The sides whose own capture said its timing was noisy (porter capture's IQR/median check):
+    a ratio of their profiled steps is no firmer than the captures were."""
+    out = []
+    for role, m in (("source", source_manifest), ("target", target_manifest)):
+        for key in ("timing", "profiled_timing"):
+            t = m.get(key) or {}
+            if t.get("noisy"):
+                out.append(f"{role} ({key.replace('_', ' ')}: IQR/median {100 * float(t.get('spread') or 0):.0f}%)")
+                break
+    return out
+
+
+def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None,
+                   noisy: list[str] | None = None) -> dict[str, Any]:
+    """Recorded traces: per-step device time (busy time where streams overlap), steps and spread
+    per side. Fewer than stats.SMALL_N steps a side get order-statistic intervals; noisy: the
+    sides whose capture said they were noisy (noisy_captures), which make the headline uncertain."""
     per_step = {"source": e2e.source.samples, "target": e2e.target.samples}
     busy_steps = {r: list((busy or {}).get(r, {}).get("per_step_busy_us") or []) for r in ("source", "target")}
     use_busy = bool(busy and busy.get("streams_overlap") and all(busy_steps.values()))
@@ -102,15 +118,22 @@ def trace_headline(e2e: EndToEnd, busy: Mapping[str, Any] | None = None) -> dict
         iqr = float(np.subtract(*np.percentile(xs, [75, 25]))) if len(xs) else float("nan")
         steps[role] = {"n": len(xs), "median_us": med, "rel_spread": iqr / med if med else float("nan")}
     if use_busy:
-        iv = unpaired_ratio(per_step["source"], per_step["target"])
+        iv = few_sample_ratio(per_step["source"], per_step["target"])
         basis = BUSY_BASIS
     elif e2e.basis == "per_step":
-        iv = unpaired_ratio(e2e.source.samples, e2e.target.samples)
+        iv = few_sample_ratio(e2e.source.samples, e2e.target.samples)
         basis = TRACE_BASIS
     else:
         iv = RatioInterval(e2e.ratio, float("nan"), float("nan"), 1, "whole trace")
         basis = WHOLE_BASIS
-    return {"basis": basis, **iv.to_dict(), "advice": _advice(iv, live=False), "steps": steps}
+    advice = _advice(iv, live=False)
+    out = {"basis": basis, **iv.to_dict(), "advice": advice, "steps": steps}
+    if noisy:
+        out["wide"] = True  # uncertain in every view: the views read `wide` and `advice`
+        out["noisy_captures"] = noisy
+        out["advice"] = (f"{' and '.join(noisy)} said {'its' if len(noisy) == 1 else 'their'} timing was noisy when "
+                         "captured: recapture on a quieter machine" + (f"; also {advice}" if advice else ""))
+    return out
 
 
 def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: Mapping[str, Any],
@@ -118,7 +141,7 @@ def headline(e2e: EndToEnd, paired: Mapping[str, Any] | None, source_manifest: M
     """The diagnosis.json `headline` block (docs/diagnosis.md). busy: porter.analysis.busy.busy_block."""
     if paired and paired.get("source_s"):
         return live_headline(paired, e2e, source_manifest, target_manifest)
-    return trace_headline(e2e, busy)
+    return trace_headline(e2e, busy, noisy_captures(source_manifest, target_manifest))
 
 
 def step_scale(slowdown: RatioInterval) -> float:

@@ -319,3 +319,59 @@ def test_the_profilers_slowdown_is_taken_out_only_where_it_is_measured():
         assert step_scale(unpaired_ratio(unprofiled, faster)) == 1.0, seed
     # too few profiled steps for an interval: the slowdown as measured
     assert step_scale(unpaired_ratio([0.05, 0.05], [0.07, 0.07])) == pytest.approx(0.05 / 0.07)
+
+
+def test_few_steps_get_an_order_statistic_interval_that_holds_the_medians_spread():
+    from porter.core.stats import SMALL_N, few_sample_ratio
+
+    src, tgt = [1.0, 1.2, 5.0, 4.0, 1.1], [0.5, 0.52, 0.55, 0.6, 0.51]
+    iv = few_sample_ratio(src, tgt)
+    # five a side: each median's interval is its range, so [min_t / max_s, max_t / min_s]
+    assert iv.ratio == pytest.approx(0.52 / 1.2)
+    assert (iv.low, iv.high) == (pytest.approx(0.5 / 5.0), pytest.approx(0.6 / 1.0)) and iv.wide
+    assert "order-statistic" in iv.method and len(src) < SMALL_N
+    many = np.random.default_rng(0).normal(1.0, 0.01, SMALL_N)
+    assert "bootstrap" in few_sample_ratio(many, many * 2).method  # enough samples: the bootstrap
+
+
+def _bundle_pair(tmp_path):
+    from tests.conftest import run_porter
+
+    for name in ("a", "b"):
+        r = run_porter("capture", "--on", "cpu", "--no-activations", "-o", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr[-2000:]
+    return tmp_path / "a", tmp_path / "b"
+
+
+@pytest.mark.slow
+def test_two_captured_bundles_get_the_interval_their_steps_allow_and_a_noisy_capture_makes_it_uncertain(tmp_path):
+    """Two `porter capture` bundles diagnosed as a pair: the per-step figures are the steps as the
+    profiler measured them (not the per-call medians, whose step totals are all equal: "+-0%",
+    an interval x0.806-x0.806), and a side whose capture said it was noisy makes the headline
+    uncertain with the reason."""
+    import pandas as pd
+
+    from tests.conftest import run_porter
+
+    a, b = _bundle_pair(tmp_path)
+    r = run_porter("diagnose", "--from", str(a), "--to", str(b), "-o", str(tmp_path / "d"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "d" / "diagnosis.json").read_text())
+    steps = d["end_to_end"]["source_per_step_us"]["samples"]
+    raw = pd.read_parquet(a / "ops.parquet").query("step >= 0").groupby("step")["device_us"].sum()
+    assert len(steps) == len(raw) and len(set(steps)) > 1  # five steps measured alike to the microsecond: never
+    assert sorted(steps) == pytest.approx(sorted(raw.to_numpy()), rel=0.02)  # fused splits only move time
+    h = d["headline"]
+    lo, hi = h["ci95"]
+    assert lo < h["ratio"] < hi and "order-statistic" in h["method"]
+    noisy = [json.loads((p / "manifest.json").read_text())["timing"]["noisy"] for p in (a, b)]
+    assert bool(h.get("noisy_captures")) == any(noisy)
+    # the source's capture marked noisy (as a busy machine marks it): uncertain, saying which side
+    m = json.loads((a / "manifest.json").read_text())
+    m["timing"]["noisy"], m["timing"]["spread"] = True, 3.25
+    (a / "manifest.json").write_text(json.dumps(m))
+    r = run_porter("diagnose", "--from", str(a), "--to", str(b), "-o", str(tmp_path / "d2"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    h = json.loads((tmp_path / "d2" / "diagnosis.json").read_text())["headline"]
+    assert h["wide"] and h["noisy_captures"][0].startswith("source (timing: IQR/median 325%)")
+    assert "UNCERTAIN: source (timing: IQR/median 325%)" in r.stdout
