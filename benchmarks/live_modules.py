@@ -233,6 +233,27 @@ def agreement(diagnosed: dict[str, float], diagnosed_ci: dict[str, float], alone
     return Agreement(min(len(both), 3), len(strict), order(dt, diagnosed), order(at, a_gap))
 
 
+WITHIN = 1.5  # issue 24's bar: a significant diagnosed gap within 1.5x of the module timed alone
+
+
+@dataclass(frozen=True)
+class Held:
+    """The diagnosis' significant module gaps held against the alone timing."""
+
+    significant: list[str]  # leaf modules whose diagnosed gap's interval excludes zero
+    within: list[str]  # of those: same sign as alone and within WITHIN x of its size
+    off: list[str]  # of those: beyond WITHIN x, or the other sign
+    phantom: list[str]  # of those: the alone gap's interval holds zero (alone finds no gap)
+
+
+def held(diagnosed: dict[str, float], significant: set[str], alone: dict[str, Alone]) -> Held:
+    sig = [k for k in sorted(significant, key=lambda k: -abs(diagnosed.get(k, 0.0))) if k in alone and k in diagnosed]
+    phantom = [k for k in sig if abs(alone[k].gap) <= alone[k].ci]
+    ok = [k for k in sig if k not in phantom and (alone[k].gap > 0) == (diagnosed[k] > 0)
+          and 1 / WITHIN <= abs(diagnosed[k]) / abs(alone[k].gap) <= WITHIN]
+    return Held(sig, ok, [k for k in sig if k not in ok and k not in phantom], phantom)
+
+
 def diagnosed_noise(d: Any, keys: Any) -> dict[str, float]:
     """Leaf module -> half-width of the 95% interval of its diagnosed gap: the notch of the gaps of
     the profiled steps (step k of one side against step k of the other), each side scaled as the
@@ -329,6 +350,14 @@ def check(model: str, target: str, out: Path, extra: tuple[str, ...] = ()) -> di
         print("tied top, alone:     " + ", ".join(f"{k} ({alone[k].gap:+.1f} +- {alone[k].ci:.1f} us)" for k in ag.alone_top))
         print(f"agreement: {ag.agree}/3 (top 3 with ties within the 95% intervals, same sign); strict (no tolerance): {ag.strict}/3")
         result.update(agree=ag.agree, strict=ag.strict, agreement=ag)
+        sig = set(d.by_module.loc[d.by_module["significant"].astype(bool), "key"]) if "significant" in d.by_module else set()
+        h = held(diag_gap, sig, alone)
+        result["held"] = h
+        print(f"significant module gaps within {WITHIN:g}x of alone (same sign): {len(h.within)}/{len(h.significant)}; "
+              f"where alone finds none: {len(h.phantom)}")
+        for k in h.off + h.phantom:
+            print(f"  {'no gap alone' if k in h.phantom else 'off'}: {k} diagnosed {diag_gap[k]:+.1f}, alone "
+                  f"{alone[k].gap:+.1f} +- {alone[k].ci:.1f} us")
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)

@@ -17,6 +17,7 @@ import torch
 
 from porter.analysis.fused_shares import decode
 from porter.analysis.op_calls import FUSED_MEASURED
+from porter.analysis.optime import op_times
 from porter.bundles.bundle import load_bundle
 from porter.capture.run import capture
 from porter.pipeline.diagnose import analyse
@@ -67,8 +68,11 @@ def test_the_activation_takes_the_kernel_by_eagers_measured_share(diagnosis):
     priced = [s for _, r in fused.iterrows() for s in decode(r["call_split"])]
     assert {s.call for s in priced if s.module == ERFINV_AT} == {"clamp#0", "erfinv#0"}
     assert all(s.measured for s in priced if s.module in (ERFINV_AT, ERFINV_NORM))
+    # the stats count the split kernels' time as profiled, not the per-call medians over steps
+    # (porter.analysis.step_median) that `times` holds: a slow step moves one and not the other
     stats = d.alignment.stats
-    assert stats["target_split_by_measurement_us"] >= whole * (1 - 1e-9)
+    profiled = float(op_times(d.alignment.target_ops).values.reindex(kids["op_id"]).sum())
+    assert stats["target_split_by_measurement_us"] >= profiled * (1 - 1e-9)
     calls = d.alignment.op_calls.set_index(["module", "op", "call"])
     assert calls.loc[(ERFINV_AT, "erfinv", 0), "evidence"] == FUSED_MEASURED
     assert calls.loc[(ERFINV_AT, "erfinv", 0), "estimated_us"] == 0.0
