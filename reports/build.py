@@ -28,7 +28,7 @@ __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", 
 
 
 from reports.fields import _f, _get
-from reports.findings import _accuracy, _fixes, confirmed_rows
+from reports.findings import _accuracy, _fixes, confirmed_rows, plan_of
 
 
 # ---------------------------------------------------------------- the two runs
@@ -142,6 +142,7 @@ def _op_shape_rows(rows: Iterable[dict]) -> list[OpShapeRow]:
         source_us=_f(r.get("source_us")) or 0.0, target_us=_f(r.get("target_us")) or 0.0,
         efficiency=_f(r.get("target_efficiency")),
         module_kinds=tuple(str(k) for k in r.get("module_kinds") or ()),
+        observed=bool(r.get("target_observed_bound")),
     ) for r in rows or []]
     return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 
@@ -155,18 +156,19 @@ def _op_call_rows(rows: Iterable[dict]) -> list[OpCallRow]:
     return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 
 
-def _roofline_by_group(roofline: Any) -> dict[Any, float]:
-    """group_id -> the target's roofline time for that group, when diagnose computed one."""
+def _roofline_by_group(roofline: Any) -> dict[Any, tuple[float, bool]]:
+    """group_id -> the target's roofline time for that group, when diagnose computed one, and
+    whether it is the observed time (the target beat its ceiling there)."""
     rows = roofline.get("groups") if isinstance(roofline, dict) else roofline
-    out: dict[Any, float] = {}
+    out: dict[Any, tuple[float, bool]] = {}
     for r in rows or []:
         us = _f(_get(r, "roofline_us", "target_roofline_us")) if isinstance(r, dict) else None
         if us is not None:
-            out[r.get("group_id")] = us
+            out[r.get("group_id")] = (us, r.get("roofline_basis") == "observed")
     return out
 
 
-def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRow]:
+def _group_rows(rows: Iterable[dict], roofline: dict[Any, tuple[float, bool]]) -> list[TimeRow]:
     """Matched groups, named by the source op (and the target's when it differs)."""
     out = []
     for r in rows or []:
@@ -179,7 +181,8 @@ def _group_rows(rows: Iterable[dict], roofline: dict[Any, float]) -> list[TimeRo
             key=key or "(unnamed)",
             source_us=_f(r.get("source_us")) or 0.0,
             target_us=_f(r.get("target_us")) or 0.0,
-            roofline_us=roofline.get(r.get("group_id")),
+            roofline_us=roofline[r.get("group_id")][0] if r.get("group_id") in roofline else None,
+            roofline_observed=roofline.get(r.get("group_id"), (None, False))[1],
             op_class=str(r.get("op_class") or ""),
             module=str(r.get("module") or ""),
         ))
@@ -319,6 +322,7 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         top_gaps=_group_rows(d.get("groups"), _roofline_by_group(d.get("roofline"))),
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),
+        plan=plan_of(d.get("plan")),
         notes=_notes(d.get("unmatched") or {}),
         portability=_portability(d.get("portability")),
         portability_summary=_portability_summary(d.get("portability")),

@@ -9,7 +9,7 @@ from typing import Any
 
 from porter.core.units import fmt_sci
 from reports.fields import _f, _get
-from reports.model import Accuracy, AccuracyRow, ConfirmedRow, Fix
+from reports.model import Accuracy, AccuracyRow, ConfirmedRow, Fix, Plan
 
 
 def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
@@ -123,8 +123,25 @@ def _fixes(rows: Iterable[dict]) -> list[Fix]:
             kind="accuracy" if kind == "accuracy" else "time",
             category=", ".join(map(str, r.get("op_classes") or [])),
             group_ids=tuple(str(g) for g in r.get("group_ids") or ()),
+            rank=int(r.get("rank") or 0),
+            closes_us=_f(r.get("closes_gap_us")) if kind != "accuracy" else None,
+            beyond_us=_f(r.get("beyond_parity_us")) if kind != "accuracy" else None,
+            headroom=r.get("opportunity") == "headroom",
+            in_plan=bool(r.get("in_plan")),
+            alternative_to=tuple(int(x) for x in r.get("alternative_to") or ()),
+            plain_title=str(r.get("catalogue_title") or _get(r, "title", "fix_id", "id", default="")),
         ))
     return out
+
+
+def plan_of(block: dict | None) -> Plan | None:
+    """diagnosis.json `plan` (porter.analysis.plan); None when the file has none."""
+    if not isinstance(block, dict):
+        return None
+    days = block.get("days") or [0.0, 0.0]
+    return Plan(ranks=tuple(int(r) for r in block.get("fixes") or ()), total_us=_f(block.get("total_us")) or 0.0,
+                beyond_us=_f(block.get("beyond_parity_us")) or 0.0, days=(float(days[0]), float(days[-1])),
+                provisional=str(block["provisional"]) if block.get("provisional") else None)
 
 
 def confirmed_verdict(r: dict) -> str:

@@ -63,6 +63,7 @@ class TimeRow(Gap):
     source_us: float
     target_us: float
     roofline_us: float | None = None  # best time the target's hardware allows, when known
+    roofline_observed: bool = False  # the target beat its ceiling here: the roofline is its observed time
     op_class: str = ""
     module: str = ""
     gross_loss_us: float | None = None  # op classes: the gaps of the slower op shapes, summed
@@ -70,7 +71,8 @@ class TimeRow(Gap):
 
     @property
     def roofline_distance(self) -> float | None:
-        """How many times slower than its roofline the target runs this group."""
+        """How many times slower than its roofline the target runs this group (>= 1: a target
+        faster than its ceiling makes its observed time the roofline, roofline_observed)."""
         if self.roofline_us is None or not self.roofline_us > 0:
             return None
         return self.target_us / self.roofline_us
@@ -116,8 +118,9 @@ class OpShapeRow(Gap):
     target_count: int
     source_us: float
     target_us: float
-    efficiency: float | None = None  # target roofline time / target time, when costs are known
+    efficiency: float | None = None  # target roofline time / target time, when costs are known (<= 1)
     module_kinds: tuple[str, ...] = ()
+    observed: bool = False  # some calls beat the ceiling: their observed time is the bound
 
     @property
     def source_mean_us(self) -> float | None:
@@ -170,6 +173,33 @@ class Fix:
     kind: str = "time"  # "time" or "accuracy"
     category: str = ""  # op classes it applies to
     group_ids: tuple[str, ...] = ()  # matched groups it applies to (fixes are alternatives per group)
+    rank: int = 0  # diagnosis.json rank, within its kind
+    closes_us: float | None = None  # what it closes of its groups' measured gap to the source
+    beyond_us: float | None = None  # what it claims beyond parity: headroom to the target's own ceiling
+    headroom: bool = False  # found as headroom (the target is not slower there by the fix's measure)
+    in_plan: bool = False  # one of the fixes the plan sums
+    alternative_to: tuple[int, ...] = ()  # the plan fixes that already cover some of its groups
+    plain_title: str = ""  # the catalogue's title, no op or module named (the leadership summary)
+
+    @property
+    def marker(self) -> str:
+        """Why it is or is not summed into the plan, in a few words."""
+        if self.kind == "accuracy":
+            return "accuracy"
+        text = ("in plan" if self.in_plan else "alternative to " + ", ".join(f"#{r}" for r in self.alternative_to)
+                if self.alternative_to else "not in plan")
+        return text + (", headroom" if self.headroom else "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """diagnosis.json `plan`: the time fixes that add up, and their sums (porter.analysis.plan)."""
+
+    ranks: tuple[int, ...]
+    total_us: float  # what the listed fixes close of the measured gap, summed
+    beyond_us: float  # what they claim beyond parity, summed (not in total_us)
+    days: tuple[float, float]  # their effort ranges, summed
+    provisional: str | None = None  # the headline's advice: too uncertain to plan on yet
 
 
 @dataclass(frozen=True)
@@ -235,6 +265,7 @@ class ReportModel:
     ratio_basis: str = ""  # what the headline ratio was measured on (diagnosis.json headline.basis)
     ratio_advice: str | None = None  # what to do when the headline's interval is too wide to plan on
     profiler_overhead: dict[str, float] = field(default_factory=dict)  # live: side -> profiled / unprofiled step
+    plan: Plan | None = None  # None: a diagnosis.json from before porter wrote plans
 
     @property
     def excess_us(self) -> float:
@@ -246,32 +277,23 @@ class ReportModel:
         return [f for f in self.fixes if f.kind != "accuracy"]
 
     def counted_fixes(self) -> list[Fix]:
-        """Time fixes whose groups no higher-ranked fix already covers.
-
-        Fixes that apply to the same group are alternatives (porter.analysis.fixes), so the time of a
-        group is counted once, for the best-ranked fix; a fix without group ids counts fully.
-        """
-        seen: set[str] = set()
-        out = []
-        for f in self.time_fixes:
-            if f.group_ids and seen.intersection(f.group_ids):
-                continue
-            seen.update(f.group_ids)
-            out.append(f)
-        return out
+        """The time fixes the plan sums (diagnosis.json plan.fixes), in rank order."""
+        ranks = set(self.plan.ranks) if self.plan else set()
+        return [f for f in self.time_fixes if f.rank in ranks]
 
     @property
     def recoverable_us(self) -> float:
-        """Time the ranked fixes recover together (each group once), never more than the target's excess."""
-        total = sum(f.recoverable_us or 0.0 for f in self.counted_fixes())
-        excess = max(self.target.total_us - self.source.total_us, 0.0)
-        return min(total, excess) if excess > 0 else total
+        """What the plan's fixes close of the measured gap together (plan.total_us)."""
+        return self.plan.total_us if self.plan else 0.0
+
+    @property
+    def beyond_parity_us(self) -> float:
+        return self.plan.beyond_us if self.plan else 0.0
 
     @property
     def effort_days(self) -> tuple[float, float]:
-        """Engineer-days for the counted time fixes and every accuracy fix (alternatives excluded)."""
-        chosen = self.counted_fixes() + [f for f in self.fixes if f.kind == "accuracy"]
-        return (sum(f.effort_days[0] for f in chosen), sum(f.effort_days[1] for f in chosen))
+        """Engineer-days of the plan's fixes (plan.days): the sum of the fixes it lists."""
+        return self.plan.days if self.plan else (0.0, 0.0)
 
     @property
     def projected_ratio(self) -> float | None:

@@ -18,8 +18,9 @@ from markupsafe import Markup
 
 from porter.core.errors import PorterError
 from reports.model import ReportModel
+from reports.basis import overhead_text
 from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
-                          side_titles, summary_points, where_rows)
+                          plain_fix, plan_ranks, provisional_prefix, side_titles, summary_points, where_rows)
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
@@ -95,6 +96,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         us=fmt_us, ratio=fmt_ratio, pct=fmt_pct, sci=fmt_sci, days=lambda e: fmt_days(*e),
         mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, gap=signed_us, plain=plain_name,
+        plainfix=plain_fix,
     )
     return env
 
@@ -130,6 +132,9 @@ def _context(m: ReportModel) -> dict[str, Any]:
         "md_op_calls": m.op_calls[:OP_SHAPES_MD],
         "fix_total_note": fix_total_note(m),
         "counted": m.counted_fixes(),
+        "plan_ranks": plan_ranks(m),
+        "provisional": provisional_prefix(m),
+        "overhead": overhead_text(m.profiler_overhead),
     }
 
 

@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 from porter.core.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
+from reports.basis import overhead_text
 from reports.fields import within_noise
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
@@ -104,8 +105,8 @@ def header_lines(d: dict, width: int) -> list[str]:
             if e.get("ratio_time") == "busy" else "")
     sides = (d.get("headline") or {}).get("sides")
     if sides:  # live: the headline above is the number; the profiled steps say where the time goes
-        over = ", ".join(f"{r} {sides[r]['profiler_overhead']:.2f}x" for r in ("source", "target")
-                         if (sides.get(r) or {}).get("profiler_overhead"))
+        over = overhead_text({r: sides[r]["profiler_overhead"] for r in ("source", "target")
+                              if (sides.get(r) or {}).get("profiler_overhead")})
         counted = (d.get("headline") or {}).get("ops_step")
         if counted and counted.get("ratio") is not None:  # what the step table below counts
             lines += wrap(f"step table (ops per step, the profiler's slowdown out; profiler overhead "
@@ -235,32 +236,69 @@ def roofline_lines(roof: dict | None, width: int) -> list[str]:
                 "by the source", width)
 
 
-def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES) -> list[str]:
-    """The top fixes: title; estimated saving (or severity), effort, confidence; where."""
-    from reports.findings import fix_where
+def _gain(f: dict) -> str:
+    """What one fix recovers: what it closes of the measured gap and what lies beyond parity
+    (time fixes), its severity (accuracy), or why it has no figure."""
+    closes, beyond, sev = f.get("closes_gap_us"), f.get("beyond_parity_us"), f.get("severity")
+    if f["kind"] == "perf" and isinstance(closes, (int, float)) and math.isfinite(closes):
+        text = (f"closes {_us(closes)} of its groups' {_us(f.get('measured_gap_us'))} measured gap" if closes > 0
+                else "no measured gap to close (the target is not slower here)")
+        return text + (f", {_us(beyond)} more beyond parity (headroom)" if beyond and beyond > 0 else "")
+    if sev is not None and math.isfinite(sev):
+        return f"accuracy: local error {sev:.3g}x tolerance"
+    if "porter ops:" in str(f.get("why", "")):
+        return "closes a portability gap (porter ops)"
+    return "saving unknown (no cost model for these ops)"
 
+
+def _marker(f: dict) -> str:
+    """[in plan], [alternative to #k] or [not in plan], and 'headroom' for a fix found as headroom."""
+    if f["kind"] == "accuracy":
+        return ""
+    tags = ["in plan" if f.get("in_plan") else "alternative to " + ", ".join(f"#{r}" for r in f["alternative_to"])
+            if f.get("alternative_to") else "not in plan"]
+    if f.get("opportunity") == "headroom":
+        tags.append("headroom: the target is not slower here by this fix's measure")
+    return " [" + "; ".join(tags) + "]"
+
+
+def _fix_entry(f: dict, width: int) -> list[str]:
+    lo, hi = f["days"]
+    lines = wrap(f"#{f['rank']} {f['title']}{_marker(f)}", width, "  ", "   ")
+    return lines + wrap(f"{_gain(f)}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence", width, "     ", "")
+
+
+def plan_line(plan: dict | None, width: int) -> list[str]:
+    """diagnosis.json `plan` in one sentence: the ranks it sums, what they close, the days."""
+    if not plan:
+        return []
+    if not plan.get("fixes"):
+        return wrap("plan: no fix closes a measured gap", width)
+    lo, hi = plan["days"]
+    ranks = ", ".join(f"#{r}" for r in plan["fixes"])
+    beyond = plan.get("beyond_parity_us") or 0.0
+    head = f"plan (provisional: {plan['provisional']})" if plan.get("provisional") else "plan"
+    return wrap(f"{head}: {ranks} together close {_us(plan['total_us'])} of measured gaps for {lo:g}-{hi:g} "
+                f"engineer-days (the sum of the fixes listed)"
+                + (f"; a further {_us(beyond)} beyond parity, not counted" if beyond > 0 else ""), width, more="  ")
+
+
+def fix_lines(fixes: list[dict], width: int, top: int = TOP_FIXES, plan: dict | None = None) -> list[str]:
+    """The plan's fixes (each: title naming its op and module; what it closes, what lies beyond
+    parity, effort, confidence), the plan's sums, then up to `top` other fixes, marked."""
     if not fixes:
         return wrap("fixes: no catalogue fix applies to these gaps", width)
-    lines = wrap(f"top fixes ({len(fixes)} apply; fixes for the same ops are alternatives):", width)
-    for i, f in enumerate(fixes[:top], 1):
-        lo, hi = f["days"]
-        rec, sev = f.get("recoverable_us"), f.get("severity")
-        gain = (f"saves up to {_us(rec)}" if f["kind"] == "perf" and rec is not None and math.isfinite(rec)
-                else f"accuracy: local error {sev:.3g}x tolerance" if sev is not None and math.isfinite(sev)
-                else "closes a portability gap (porter ops)" if "porter ops:" in str(f.get("why", ""))
-                else "saving unknown (no cost model for these ops)")
-        lines += wrap(f"{i}. {f['title']}", width, "  ", "   ")
-        lines += wrap(f"{gain}; {lo:g}-{hi:g} engineer-days; {f['confidence']} confidence", width, "     ", "")
-        ops, mods = list(f.get("ops") or []), list(f.get("modules") or [])
-        more = max(len(ops), len(mods)) - 1
-        tail = f" (+{more} more)" if more > 0 else ""
-        if ops and mods:
-            lead = f"     at {ops[0]}" + (" in " if mods[0] else " (no module)")
-            room = width - len(lead) - len(tail)
-            if room >= 20:
-                lines.append(lead + (abbreviate(mods[0], room) if mods[0] else "") + tail)
-                continue
-        lines += wrap("at " + fix_where(f), width, "     ", "  ")
+    time_fixes = [f for f in fixes if f["kind"] != "accuracy"]
+    chosen = [f for f in time_fixes if f.get("in_plan")]
+    lines = wrap(f"fix plan ({len(time_fixes)} time fixes apply; fixes for the same ops are alternatives):", width)
+    for f in chosen:
+        lines += _fix_entry(f, width)
+    lines += plan_line(plan, width)
+    rest = [f for f in time_fixes if not f.get("in_plan")][:top] + [f for f in fixes if f["kind"] == "accuracy"][:top]
+    if rest:
+        lines += wrap("also apply, not summed:", width)
+        for f in rest:
+            lines += _fix_entry(f, width)
     return lines
 
 
@@ -334,7 +372,7 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
                                  shorten_end)
     lines += op_call_lines((d.get("alignment") or {}).get("op_calls"), width, top)
     lines += roofline_lines(d.get("roofline"), width)
-    lines += fix_lines(d.get("fixes") or [], width)
+    lines += fix_lines(d.get("fixes") or [], width, plan=d.get("plan"))
     lines += accuracy_lines(d.get("accuracy"), width)
     for w in d.get("warnings") or []:
         lines += wrap(f"warning: {w}", width)

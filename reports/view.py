@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reports import charts
-from reports.model import ReportModel, TimeRow
+from reports.model import Fix, ReportModel, TimeRow
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
 
 TOP_MODULES = 15
@@ -114,13 +114,17 @@ def summary_points(m: ReportModel) -> list[Point]:
         points.append(Point("Accuracy", f"{m.accuracy.verdict[:1].upper()}{m.accuracy.verdict[1:]}.{extra}"))
     fixes = m.time_fixes
     if fixes:
-        top = "; ".join(
-            f"{f.title} (recovers about {fmt_us(f.recoverable_us)}, {fmt_days(*f.effort_days)})" for f in fixes[:TOP_FIXES]
-        )
-        lead = "The ranked fix" if len(fixes) == 1 else f"{len(m.fixes)} ranked fixes; the first {min(TOP_FIXES, len(fixes))}"
-        points.append(Point("What remains", f"{lead}: {top}."))
-        lo, hi = m.effort_days
-        points.append(Point("What it costs", f"About {fmt_days(lo, hi)} of engineering for all ranked fixes (a range, from the fix catalogue's effort tiers)."))
+        chosen = m.counted_fixes()
+        listed = "; ".join(f"#{f.rank} {f.title} ({fix_gain(f)}, {fmt_days(*f.effort_days)})" for f in chosen)
+        others = len(fixes) - len(chosen)
+        rest = (f" {others} more apply as alternatives or headroom, not summed (listed in the fix plan)."
+                if others else "")
+        points.append(Point("What remains", (f"{len(fixes)} ranked time fixes; the plan sums {plan_ranks(m)}: {listed}."
+                                             if chosen else f"{len(fixes)} ranked time fixes, none closing a measured gap.")
+                            + rest))
+        points.append(Point("What it costs", provisional_prefix(m) + (
+            f"About {fmt_days(*m.effort_days)} of engineering for the plan ({plan_ranks(m)}): the sum of its fixes' "
+            "effort ranges, from the fix catalogue's tiers." if chosen else "Nothing planned: no fix closes a measured gap.")))
     else:
         points.append(Point("What remains", "No fixes were ranked for this pair."))
     points.append(Point("What it recovers", recovers_text(m)))
@@ -170,40 +174,76 @@ def split_text(m: ReportModel) -> str:
     return text + "."
 
 
+def plain_fix(f: Fix) -> str:
+    """A fix for the leadership summary: the catalogue's title and the kind of work it is on,
+    no op or module named."""
+    classes = [class_words(c.strip()) for c in f.category.split(",") if c.strip()]
+    return (f.plain_title or f.title) + (f" (on {' and '.join(classes)})" if classes else "")
+
+
+def plan_ranks(m: ReportModel) -> str:
+    """The ranks the plan sums, as the fix tables number them ('fixes #1, #2 and #4')."""
+    ranks = [f"#{r}" for r in (m.plan.ranks if m.plan else ())]
+    if not ranks:
+        return "no fixes"
+    return ("fix " if len(ranks) == 1 else "fixes ") + (ranks[0] if len(ranks) == 1 else ", ".join(ranks[:-1]) + " and " + ranks[-1])
+
+
+def provisional_prefix(m: ReportModel) -> str:
+    """Said before any plan figure while the headline is too uncertain to plan on."""
+    why = (m.plan.provisional if m.plan else None) or m.ratio_advice
+    return "Provisional (the headline is too uncertain to plan on, see above): " if why else ""
+
+
+def fix_gain(f: Fix) -> str:
+    """What one time fix recovers, split as a reviewer checks it against the groups."""
+    if f.closes_us is None and f.recoverable_us is None:
+        return "time unknown (no cost model for these ops)"
+    text = f"closes {fmt_us(f.closes_us or 0.0)} of the measured gap"
+    if (f.beyond_us or 0.0) > 0:
+        text += f", {fmt_us(f.beyond_us)} more beyond parity"
+    return text
+
+
 def recovers_text(m: ReportModel) -> str:
-    """What the ranked fixes together buy, as time and as the ratio that results."""
+    """What the plan buys, as time and as the ratio that results; headroom said apart."""
     if not m.time_fixes:
         return "Nothing yet: no time fix has been ranked."
-    return (
-        f"About {fmt_us(m.recoverable_us)} per run if every ranked fix lands, "
-        f"bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time (parity is 1.00x)."
-    )
+    if not m.counted_fixes():
+        return "Nothing toward parity: the ranked fixes are headroom only, beyond the source's time."
+    beyond = (f" A further {fmt_us(m.beyond_parity_us)} lies beyond parity (headroom to the target's own ceiling), "
+              "not counted." if m.beyond_parity_us > 0 else "")
+    return (provisional_prefix(m)
+            + f"About {fmt_us(m.recoverable_us)} per run if the plan's fixes ({plan_ranks(m)}) land, closing measured "
+            f"gaps to the source, bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time "
+            f"(parity is 1.00x).{beyond}")
 
 
 def fix_total_note(m: ReportModel) -> str:
-    """How the fix plan's totals are counted; the cap is named only when it applies."""
-    text = ("Fixes that apply to the same ops are alternatives: the totals count each op's time and effort "
-            "once, for the best-ranked fix")
-    if m.excess_us > 0:
-        return text + f", and the time is capped at the target's excess over the source ({fmt_us(m.excess_us)})."
-    return text + ("; the target already spends less time than the source in total, so the recoverable time "
-                   "is not capped.")
+    """How the fix plan's totals are counted, so that a reviewer can redo them."""
+    return ("Each fix closes at most its groups' measured gap to the source (Closes); what it would win past the "
+            "source's time is headroom to the target's own ceiling (Beyond parity), never counted in a total. "
+            f"The plan sums {plan_ranks(m)}: fixes that share groups with a better-ranked plan fix are alternatives "
+            "(marked), and headroom-only fixes close no gap; the totals are those fixes' sums.")
 
 
 def parity_text(m: ReportModel) -> str:
     """What it takes to reach parity, in one or two sentences."""
     excess = m.target.total_us - m.source.total_us
-    if excess <= 0:
-        more = f"; the ranked fixes would save a further {fmt_us(m.recoverable_us)}" if m.time_fixes else ""
-        return f"The target is already at or ahead of parity in total device time{more}."
     rec = m.recoverable_us
+    if excess <= 0:
+        more = (f"; the plan ({plan_ranks(m)}) would close a further {fmt_us(rec)} of the gaps where it is slower"
+                if m.counted_fixes() else "")
+        return provisional_prefix(m) + f"The target is already at or ahead of parity in total device time{more}."
+    share = (f"{fmt_pct(rec / excess, 0)} of that" if rec <= excess else
+             "more than that: the target's wins elsewhere offset part of its losses")
     text = (
-        f"Parity needs {fmt_us(excess)} less target time per run. The ranked fixes recover about {fmt_us(rec)} "
-        f"({fmt_pct(rec / excess, 0)} of that), bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time."
+        f"Parity needs {fmt_us(excess)} less target time per run. The plan ({plan_ranks(m)}) closes about {fmt_us(rec)} "
+        f"of measured gaps ({share}), bringing the target to about {fmt_ratio(m.projected_ratio)} the source's time."
     )
     if rec < excess * 0.98:
         text += f" The remaining {fmt_us(excess - rec)} has no fix identified yet."
-    return text
+    return provisional_prefix(m) + text
 
 
 def _largest(rows: list[TimeRow], n: int) -> list[TimeRow]:

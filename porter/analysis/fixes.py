@@ -21,7 +21,9 @@ Optional columns: source_framework_op, already_fused (bool: the group's module, 
 around it, already runs a fused attention kernel on either side), source_dtype, source_device_type, recompiles (int, -1 unknown),
 local_error (module's local rel-L2 from porter.analysis.accuracy), tolerance, introduces_error,
 roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
-demonstrated_us (else computed with porter.analysis.perfmodel).
+demonstrated_us (else computed with porter.analysis.perfmodel), outside (a kind of the runtime's
+time outside every module, porter.analysis.outside: '' for a matched group;
+porter.analysis.fixplan.outside_fix_groups makes those rows), within_noise (bool).
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "source_compiled": ((bool,), "the source runs the group inside a torch.compile region (the target does not)"),
     "target_compiled": ((bool,), "the target runs the group inside a torch.compile region (the source does not)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
+    "outside": ((list,), "the row is the target runtime's time outside every module, of a kind in the list "
+                         "(porter.analysis.outside: guard checks, graph wrapper and runtime dispatch, transfers); "
+                         "such rows match only fixes that name this condition"),
     "op_status": ((list,), "the op's portability status on the target (porter ops) in the list"),
     "has_decomposition": ((bool,), "torch has a core ATen decomposition for the op (porter ops)"),
 }
@@ -220,6 +225,7 @@ class Symptoms:
     became_sort: bool  # the target runs a sort where the source ran another op
     source_compiled: bool  # the group is a torch.compile region on the source, eager ops on the target
     target_compiled: bool  # ... on the target, eager ops on the source
+    outside: str = ""  # the runtime's time outside every module, of this kind ('' for a matched group)
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -314,6 +320,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "already_fused": already_fused,
         "source_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "source").to_numpy(),
         "target_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
+        "outside": column(groups, "outside", "").fillna("").astype(str),
         "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
             groups["framework_op"].astype(str), column(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
@@ -331,8 +338,13 @@ THRESHOLDS = {  # condition key -> (symptom column, +1: at least / -1: at most)
 
 
 def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
-    """Whether every condition holds for one symptoms row (unknown values never satisfy)."""
+    """Whether every condition holds for one symptoms row (unknown values never satisfy); the
+    runtime's time outside every module matches only a fix that asks for it (outside = [...])."""
+    if s.get("outside") and "outside" not in cond:
+        return False
     for key, want in cond.items():
+        if key == "outside" and s.get("outside") not in want:
+            return False
         if key == "op_status" and s.get("op_status") not in want:  # only porter ops rows carry it
             return False
         if key == "has_decomposition" and bool(s.get("has_decomposition")) != want:
@@ -376,6 +388,8 @@ def applies_mask(cond: Mapping[str, Any], sym: pd.DataFrame) -> np.ndarray:
         codes, uniques = pd.factorize(sym[col], use_na_sentinel=False)
         ok = np.fromiter((applies({key: want}, {col: u}) for u in uniques), dtype=bool, count=len(uniques))
         mask &= ok[codes]
+    if "outside" not in cond and "outside" in sym.columns:  # runtime rows: only for the fixes of their kind
+        mask &= (sym["outside"] == "").to_numpy(bool)
     return mask
 
 

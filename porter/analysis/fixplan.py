@@ -5,7 +5,9 @@ porter.analysis.fixes documents the columns it needs; this module fills them fro
 already has: the group table (times, modules, ops), each side's group facts
 (porter.analysis.groupcost: kernels, costs, dtype, shapes), the roofline table (porter.analysis.roofline)
 and, in live mode, per-module accuracy (porter.analysis.accuracy.compare_modules rows, joined by
-module path). Host time not covered by device work is not measured yet (0).
+module path). Host time not covered by device work is not measured yet (0). The runtime's time
+outside every module (porter.analysis.outside: guard checks, the compiled graph's wrapper,
+transfers) joins the table as one row per kind, for the catalogue's fixes of that kind.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pandas as pd
 
 from porter.analysis.fixes import FUSED_ATTENTION, Catalogue, load_catalogue
 from porter.analysis.fixrank import RankedFix, fix_of_record, fixes_frame, ranked
+from porter.analysis.outside import KIND_OPS
 
 
 def fused_attention_modules(*ops_tables: pd.DataFrame) -> set[str]:
@@ -38,8 +41,11 @@ def _in_or_below(module: str, modules: set[str]) -> bool:
 
 def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: pd.DataFrame,
                roofline: pd.DataFrame, *, source_device_type: str, target_device_type: str, target_stack: str = "other",
-               fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The `groups` input of porter.analysis.fixes.rank_fixes (docs/fixes.md), one row per matched group."""
+               fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None,
+               outside: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {})) -> pd.DataFrame:
+    """The `groups` input of porter.analysis.fixes.rank_fixes (docs/fixes.md), one row per matched
+    group, then one per kind of the target runtime's time outside every module (outside: each
+    side's time per kind, alignment stats `{side}_outside_modules_by_kind_us`)."""
     gid = groups["group_id"]
     s, t = source_facts.reindex(gid), target_facts.reindex(gid)
     rl = roofline.set_index("group_id").reindex(gid)
@@ -84,7 +90,38 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         out["local_error"] = acc["local_rel_l2"].reindex(out["module"]).to_numpy(np.float64)
         out["tolerance"] = acc["tolerance"].reindex(out["module"]).to_numpy(np.float64)
         out["introduces_error"] = acc["introduces_error"].reindex(out["module"]).fillna(False).astype(bool).to_numpy()
-    return out
+    rows = outside_fix_groups(*outside, target_device_type=target_device_type, target_stack=target_stack,
+                              source_device_type=source_device_type)
+    if rows.empty:
+        return out
+    both = pd.concat([out.assign(outside=""), rows], ignore_index=True)
+    if "within_noise" in both.columns:
+        both["within_noise"] = both["within_noise"].fillna(False).astype(bool)
+    if "introduces_error" in both.columns:
+        both["introduces_error"] = both["introduces_error"].fillna(False).astype(bool)
+    return both
+
+
+def outside_fix_groups(source: Mapping[str, float], target: Mapping[str, float], *, target_device_type: str,
+                       target_stack: str, source_device_type: str) -> pd.DataFrame:
+    """One fix-table row per kind of the target runtime's time outside every module: no module
+    ran it and it has no cost model, so the time the source does not spend there (demonstrated_us)
+    is what a fix of its kind can recover."""
+    rows = []
+    for kind, us in target.items():
+        src = float(source.get(kind, 0.0) or 0.0)
+        if not us or us <= 0:
+            continue
+        rows.append({
+            "group_id": f"outside:{kind}", "module": "", "op_class": "other", "framework_op": KIND_OPS.get(kind, kind),
+            "source_framework_op": "", "source_us": src, "target_us": float(us), "source_kernels": 0,
+            "target_kernels": 0, "flops": np.nan, "bytes": np.nan, "dtype": "", "source_dtype": "",
+            "input_shapes": "", "dtypes": "", "target_device_type": target_device_type, "target_stack": target_stack,
+            "source_device_type": source_device_type, "host_us": 0.0, "recompiles": -1, "compiled": "",
+            "roofline_us": np.nan, "recoverable_us": np.nan, "demonstrated_us": max(float(us) - src, 0.0),
+            "already_fused": False, "within_noise": False, "outside": kind,
+        })
+    return pd.DataFrame(rows)
 
 
 def catalogue_from(path: str | Path | None) -> Catalogue:

@@ -2,7 +2,14 @@
 and the one order of the plan.
 
 A group's recoverable time counts for every fix that applies to it: fixes are
-alternative ways to recover the same time, so priorities do not add up across fixes.
+alternative ways to recover the same time, so priorities do not add up across fixes
+(porter.analysis.plan picks the fixes that do add up).
+
+What a fix recovers is split in two a reviewer can check against the groups: what it
+*closes* of its groups' measured gap to the source (each group's recoverable time, at most
+its positive gap) and what lies *beyond parity* (the rest: headroom to the target's own
+ceiling). Fixes rank by what they close per engineer-day: a port is judged against its
+source first.
 """
 
 from __future__ import annotations
@@ -21,10 +28,10 @@ from porter.core.stacks import first_step_for
 # Conditions whose evidence is the other side's run of the same work (eager ops against a
 # compiled region): where the cost is unknown, the time that run shows reachable
 # (demonstrated_us) is what the fix can recover, rather than nothing.
-_DEMONSTRATED = {"source_compiled", "target_compiled"}
+_DEMONSTRATED = {"source_compiled", "target_compiled", "outside"}
 # Conditions that name a specific symptom (count as evidence for confidence).
 _SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
-             "source_compiled", "target_compiled",
+             "source_compiled", "target_compiled", "outside",
              "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
 
 
@@ -42,15 +49,19 @@ class RankedFix:
     group_ids: tuple[str, ...]
     why: str  # the fix's reason plus the symptoms seen
     first_step: str
-    recoverable_us: float  # sum over its groups (perf model upper bound)
+    recoverable_us: float  # sum over its groups (perf model upper bound) = closes_gap_us + beyond_parity_us
     demonstrated_us: float  # the part the source's scaled time shows is reachable
-    priority: float  # recoverable_us per engineer-day (midpoint of days); NaN for accuracy
+    priority: float  # closes_gap_us per engineer-day (midpoint of days); NaN for accuracy
     severity: float  # max local_error / tolerance over its groups; NaN for perf
     confidence: str  # high / medium / low
     evidence: tuple[str, ...] = field(default=())
     # "regression": the target is slower than the source here; "headroom": the target is far
     # from its own roofline here, whatever the source does (see headroom_hits)
     opportunity: str = "regression"
+    measured_gap_us: float = math.nan  # its groups' positive measured gap to the source, summed (gaps within noise 0)
+    closes_gap_us: float = math.nan  # per group min(recoverable, positive gap), summed: <= measured_gap_us
+    beyond_parity_us: float = math.nan  # recoverable_us - closes_gap_us: headroom past the source's time
+    catalogue_title: str = ""  # the catalogue entry's own title (title names the op and module too)
 
 
 def _gains(groups: pd.DataFrame, sym: pd.DataFrame, src_c: Ceilings | None, tgt_c: Ceilings | None) -> tuple[np.ndarray, np.ndarray]:
@@ -130,26 +141,50 @@ def headroom_hits(entry: FixEntry, sym: pd.DataFrame, taken: set[int]) -> list[i
     return [int(i) for i in np.flatnonzero(applies_mask(rest, sym) & far) if int(i) not in taken]
 
 
-def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray) -> RankedFix | None:
+def fix_title(title: str, ops: Iterable[str], modules: Iterable[str]) -> str:
+    """A catalogue title named for where it applies: its heaviest op and module, and how many
+    more (two fixes of one catalogue entry never read alike)."""
+    ops, modules = list(ops), list(modules)
+    op = ops[0] if ops and ops[0] else "(op unknown)"
+    module = modules[0] if modules and modules[0] else "(no module)"
+    more = max(len(ops), len(modules)) - 1
+    return f"{title}: {op} in {module}" + (f" (+{more} more)" if more > 0 else "")
+
+
+def _ranked_fix(entry: FixEntry, opportunity: str, rows: pd.DataFrame, r: np.ndarray, d: np.ndarray,
+                gap: np.ndarray) -> RankedFix | None:
     total = float(np.nansum(r))  # unknown-cost groups (NaN) claim nothing
     if entry.kind == "perf" and total <= 0:
         return None
     level, evidence = _confidence(entry, rows, r, d)
     if opportunity == HEADROOM:
-        evidence = [f"target at {100 * rows['roofline_efficiency'].max():.0f}% or less of its own roofline "
+        evidence = [f"headroom: target at {100 * rows['roofline_efficiency'].max():.0f}% or less of its own roofline "
                     f"(target/source time {rows['ratio'].min():.2f}-{rows['ratio'].max():.2f}x)", *evidence]
+    closes = float(np.minimum(np.nan_to_num(r, nan=0.0), gap).sum())
     order = np.argsort(-np.nan_to_num(r, nan=-1.0), kind="stable")
     severity = float(np.nanmax(rows["error_ratio"])) if entry.kind == "accuracy" and rows["error_ratio"].notna().any() else math.nan
     uniq = lambda col: tuple(dict.fromkeys(rows[col].iloc[order].tolist()))  # noqa: E731 - keeps heaviest first
     cond = entry.applies_when if opportunity == REGRESSION else {"max_roofline_efficiency": HEADROOM_EFFICIENCY}
+    modules, ops = uniq("module"), uniq("framework_op")
     return RankedFix(
-        rank=0, kind=entry.kind, fix_id=entry.id, title=entry.title, tier=entry.tier, days=entry.days,
-        modules=uniq("module"), op_classes=uniq("op_class"), ops=uniq("framework_op"), group_ids=uniq("group_id"),
+        rank=0, kind=entry.kind, fix_id=entry.id, title=fix_title(entry.title, ops, modules), tier=entry.tier,
+        days=entry.days, modules=modules, op_classes=uniq("op_class"), ops=ops, group_ids=uniq("group_id"),
         why=entry.why + ("; seen: " + ", ".join(_describe(cond, rows)) if len(rows) else ""),
         first_step=first_step_for(str(rows["stack"].iloc[0]), entry.first_step, entry.first_steps), recoverable_us=total, demonstrated_us=float(np.nansum(d)),
-        priority=total / entry.mid_days if entry.kind == "perf" else math.nan,
+        priority=closes / entry.mid_days if entry.kind == "perf" else math.nan,
         severity=severity, confidence=level, evidence=tuple(evidence), opportunity=opportunity,
+        measured_gap_us=float(gap.sum()), closes_gap_us=closes if entry.kind == "perf" else math.nan,
+        beyond_parity_us=total - closes if entry.kind == "perf" else math.nan, catalogue_title=entry.title,
     )
+
+
+def measured_gaps(groups: pd.DataFrame) -> np.ndarray:
+    """Each group's measured gap to the source where the target is slower, else 0: what a fix
+    can close. A live pair's gap within its profiled steps' noise is no measured gap (0)."""
+    gap = np.maximum(groups["target_us"].to_numpy(np.float64) - groups["source_us"].to_numpy(np.float64), 0.0)
+    if "within_noise" in groups.columns:
+        gap = np.where(groups["within_noise"].fillna(False).to_numpy(bool), 0.0, gap)
+    return np.nan_to_num(gap, nan=0.0)
 
 
 def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceilings: Ceilings | None,
@@ -168,7 +203,9 @@ def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceil
     sym = symptoms_table(groups, target_ceilings)
     rec, dem = _gains(groups, sym, source_ceilings, target_ceilings)
     # a gap within the profiled steps' noise is no regression to fix (its headroom still counts)
-    noise = groups["within_noise"].to_numpy(bool) if "within_noise" in groups.columns else np.zeros(len(groups), bool)
+    noise = (groups["within_noise"].fillna(False).to_numpy(bool) if "within_noise" in groups.columns
+             else np.zeros(len(groups), bool))
+    gap = measured_gaps(groups)
     out: list[RankedFix] = []
     for entry in catalogue.fixes:
         hit = [i for i in np.flatnonzero(applies_mask(entry.applies_when, sym)).tolist()
@@ -177,20 +214,26 @@ def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceil
             r = rec[rows_at]
             if _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
                 r = np.where(np.isnan(r), dem[rows_at], r)
-            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at]) if rows_at else None
+            fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at], gap[rows_at]) if rows_at else None
             if fix is not None:
                 out.append(fix)
     return out
 
 
 def ranked(fixes: Iterable[RankedFix]) -> list[RankedFix]:
-    """The one order of a fix plan, whatever found the fixes: perf fixes by priority (unknown
-    priority, e.g. a porter ops gap with no time attached, after every known one), then accuracy
-    fixes by severity (unknown last); rank is 1-based within each kind."""
+    """The one order of a fix plan, whatever found the fixes: perf fixes by priority (what they
+    close per engineer-day; unknown priority, e.g. a porter ops gap with no time attached, after
+    every known one), ties by what lies beyond parity per engineer-day, then accuracy fixes by
+    severity (unknown last); rank is 1-based within each kind."""
     fixes = list(fixes)
+
+    def beyond(f: RankedFix) -> float:
+        mid = (f.days[0] + f.days[1]) / 2
+        return 0.0 if math.isnan(f.beyond_parity_us) or mid <= 0 else f.beyond_parity_us / mid
+
     perf = sorted((f for f in fixes if f.kind != "accuracy"),
                   key=lambda f: (math.isnan(f.priority), 0.0 if math.isnan(f.priority) else -f.priority,
-                                 f.fix_id, f.opportunity))
+                                 -beyond(f), f.fix_id, f.opportunity))
     acc = sorted((f for f in fixes if f.kind == "accuracy"),
                  key=lambda f: (-(f.severity if not math.isnan(f.severity) else -1), f.fix_id))
     return [replace(f, rank=i + 1) for i, f in enumerate(perf)] + [replace(f, rank=i + 1) for i, f in enumerate(acc)]
@@ -205,8 +248,8 @@ def rank_fixes(
 ) -> list[RankedFix]:
     """Fixes that apply to the groups: perf fixes by priority, then accuracy fixes by severity.
 
-    priority = recoverable time (sum over the groups a fix applies to) / midpoint engineer
-    days (matched_fixes, ranked).
+    priority = what the fix closes of its groups' measured gap / midpoint engineer days
+    (matched_fixes, ranked).
     """
     return ranked(matched_fixes(groups, catalogue, source_ceilings, target_ceilings))
 

@@ -70,6 +70,16 @@ def target_roofline_per_op(al: Alignment, groups: pd.DataFrame) -> pd.Series:
     return pd.Series(rl.reindex(member.to_numpy()).to_numpy() * share, index=member.index)
 
 
+def observed_per_op(al: Alignment, groups: pd.DataFrame) -> pd.Series:
+    """Per target op: whether its group's roofline is the observed time (the target beat the
+    ceiling there: porter.analysis.roofline.observed_bound)."""
+    if "roofline_basis" not in groups.columns:
+        return pd.Series(False, index=al.target_group.index)
+    observed = groups.set_index("group_id")["roofline_basis"].eq("observed")
+    member = al.target_group
+    return pd.Series(observed.reindex(member.to_numpy()).fillna(False).to_numpy(bool), index=member.index)
+
+
 def _kinds(f: pd.DataFrame) -> dict[tuple, list[str]]:
     """Per key: the heaviest module kinds it runs in (both sides), as a list. One pass over
     the sorted (key, kind) sums (a groupby.agg with a Python callable pays per group)."""
@@ -88,11 +98,14 @@ def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -
 
     Columns: the key, op_class, source/target count, total us and mean us, delta_us, ratio,
     target_roofline_us and target_efficiency (roofline / target time over ops with known
-    costs; NaN when none), module_kinds.
+    costs; NaN when none; at most 1), target_observed_bound (some of its calls ran faster than
+    the ceiling allows: their observed time is the bound), module_kinds.
     """
     rl = target_roofline_per_op(al, roofline_groups) if roofline_groups is not None else None
     s = _side(al.source_ops, al.source_times.values)
     t = _side(al.target_ops, al.target_times.values, rl)
+    if roofline_groups is not None:
+        t["observed"] = observed_per_op(al, roofline_groups).reindex(al.target_ops["op_id"].to_numpy()).fillna(False).to_numpy(bool)
     both = pd.concat([s.assign(side="source"), t.assign(side="target")], ignore_index=True)
     agg = both.groupby(KEY + ["side"], sort=False).agg(us=("us", "sum"), count=("us", "size")).unstack("side")
     agg.columns = [f"{side}_{what}" for what, side in agg.columns]
@@ -112,19 +125,23 @@ def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -
         out["ratio"] = np.where(out["source_us"] > 0, out["target_us"] / out["source_us"], np.nan)
     if rl is not None:
         known = t[t["roofline_us"].notna()]
-        r = known.groupby(KEY, sort=False).agg(target_roofline_us=("roofline_us", "sum"), known_us=("us", "sum"))
+        r = known.groupby(KEY, sort=False).agg(target_roofline_us=("roofline_us", "sum"), known_us=("us", "sum"),
+                                               target_observed_bound=("observed", "any"))
         out = out.merge(r, how="left", left_on=KEY, right_index=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             out["target_efficiency"] = np.where(out["known_us"] > 0, out["target_roofline_us"] / out["known_us"], np.nan)
         out = out.drop(columns=["known_us"])
+        out["target_observed_bound"] = out["target_observed_bound"].fillna(False).astype(bool)
     else:
         out["target_roofline_us"] = np.nan
         out["target_efficiency"] = np.nan
+        out["target_observed_bound"] = False
     kinds = _kinds(both)
     out["module_kinds"] = [kinds.get(tuple(k), []) for k in out[KEY].itertuples(index=False, name=None)]
     out = out.reindex(out["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
     cols = KEY + ["op_class", "source_count", "target_count", "source_us", "target_us", "source_mean_us",
-                  "target_mean_us", "delta_us", "ratio", "target_roofline_us", "target_efficiency", "module_kinds"]
+                  "target_mean_us", "delta_us", "ratio", "target_roofline_us", "target_efficiency",
+                  "target_observed_bound", "module_kinds"]
     return out[cols].reset_index(drop=True)
 
 

@@ -22,6 +22,9 @@ GUARDS = "guard checks"
 WRAPPER = "graph wrapper and runtime dispatch"
 TRANSFERS = "transfers"
 KINDS = (GUARDS, WRAPPER, TRANSFERS)
+# what a fix plan names each kind's time by (porter.analysis.fixplan.outside_fix_groups)
+KIND_OPS = {GUARDS: "TorchDynamo Cache Lookup", WRAPPER: "compiled graph wrapper and dispatch",
+            TRANSFERS: "host-device transfers"}
 
 # host ranges torch.compile's runtime opens around a compiled graph: no eager counterpart
 RUNTIME_RANGES = ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "## Call CompiledFxGraph",

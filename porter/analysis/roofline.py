@@ -23,8 +23,11 @@ from porter.analysis.perfmodel import Ceilings, ceilings_for, expected_from_sour
 
 FORMULA = ("roofline_us = max(flops / peak FLOP/s[dtype], bytes / bandwidth); "
            "recoverable_us = max(0, target_us - min(roofline_us, source_us scaled to the target)); "
-           "demonstrated_us = max(0, target_us - source_us scaled); efficiency = roofline_us / target_us; "
+           "demonstrated_us = max(0, target_us - source_us scaled); efficiency = roofline_us / target_us (<= 1: "
+           "a target measured faster than its ceiling allows shows the ceiling is wrong for that op, so its observed "
+           "time is the bound, roofline_basis 'observed'); "
            "groups with no FLOPs and no bytes known have null roofline, efficiency and recoverable")
+OBSERVED, CEILING, UNKNOWN = "observed", "ceiling", "unknown"  # roofline_basis per group
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,19 @@ def known_cost_share(table: pd.DataFrame, groups: pd.DataFrame) -> dict[str, flo
     return out
 
 
+def observed_bound(roofline: np.ndarray, target_us: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The roofline no measured time beats, and its basis per group.
+
+    A target that ran faster than its datasheet or measured ceiling allows proves the ceiling
+    wrong for that op (a cache-resident operand, a fused kernel that moved fewer bytes than the
+    unfused ops' count, a measured ceiling taken on a slower kernel): the observed time is then
+    the best bound known, so an efficiency never exceeds 100%."""
+    with np.errstate(invalid="ignore"):
+        beaten = known & (target_us > 0) & (roofline > target_us)
+    basis = np.where(~known, UNKNOWN, np.where(beaten, OBSERVED, CEILING)).astype(object)
+    return np.where(beaten, target_us, roofline), basis
+
+
 def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFrame,
                    src: SideCeilings, tgt: SideCeilings) -> pd.DataFrame:
     """One row per group (groups' order): costs used, roofline, efficiency, expected, recoverable, demonstrated.
@@ -84,6 +100,7 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
     tgt_us = groups["target_us"].to_numpy(np.float64)
     src_us = groups["source_us"].to_numpy(np.float64)
     rl = roofline_us(flops, bytes_, tgt.ceilings, peak_dtype)
+    rl, rl_basis = observed_bound(rl, tgt_us, known)
     kw = dict(flops=flops, bytes_=bytes_, dtype=peak_dtype)
     scaled, scale_basis = expected_from_source_us(src_us, src.ceilings, tgt.ceilings, **kw)
     rec = recoverable_us(tgt_us, src_us, rl, src.ceilings, tgt.ceilings, **kw)
@@ -94,7 +111,7 @@ def group_roofline(groups: pd.DataFrame, source: pd.DataFrame, target: pd.DataFr
     return pd.DataFrame({
         "group_id": gid.to_numpy(),
         "flops": flops, "bytes": bytes_, "dtype": dtype, "cost_basis": basis,
-        "roofline_us": rl, "efficiency": eff,
+        "roofline_us": rl, "roofline_basis": rl_basis, "efficiency": eff,
         "expected_us": scaled, "expected_basis": scale_basis,
         "recoverable_us": rec, "demonstrated_us": np.maximum(tgt_us - scaled, 0.0),
         "source_cost_known": has_cost(s["flops"], s["bytes"]),
@@ -110,6 +127,8 @@ def roofline_block(table: pd.DataFrame, groups: pd.DataFrame, src: SideCeilings,
         "totals": {
             "target_us": float(groups["target_us"].sum()),
             "roofline_us": float(table.loc[known, "roofline_us"].sum()),
+            # groups measured faster than their ceiling: the observed time is their bound
+            "observed_bound_groups": int((table["roofline_basis"] == OBSERVED).sum()),
             "target_us_with_roofline": float(groups.loc[known.to_numpy(), "target_us"].sum()),
             "recoverable_us": float(table["recoverable_us"].sum()),  # NaN (unknown cost) groups left out
             "unknown_cost_target_us": float(groups.loc[(table["cost_basis"] == "unknown").to_numpy(), "target_us"].sum()),

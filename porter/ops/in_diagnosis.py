@@ -9,6 +9,7 @@ import math
 from typing import Any, Iterable
 
 from porter.analysis.fixes import Catalogue, load_catalogue
+from porter.analysis.fixrank import fix_title
 from porter.core.stacks import ops_stacks
 from porter.ops.build import build_matrix
 from porter.ops.cost import cost_matrix
@@ -67,7 +68,9 @@ def fix_records(records: list[dict[str, Any]], catalogue: Catalogue, first_rank:
             continue
         fix = catalogue.get(r["fix_id"])
         out.append({
-            "rank": first_rank + len(out), "kind": fix.kind, "fix_id": fix.id, "title": fix.title, "tier": fix.tier,
+            "rank": first_rank + len(out), "kind": fix.kind, "fix_id": fix.id,
+            "title": fix_title(fix.title, [r["op"]], [m for m in r["modules"] if m] or [""]),
+            "catalogue_title": fix.title, "tier": fix.tier,
             "days": list(fix.days), "modules": [m for m in r["modules"] if m] or [""], "op_classes": [],
             "ops": [r["op"]], "group_ids": [],
             "why": f"{fix.why} (porter ops: {r['op']} is {r['status']} on {r['target']}: {r['evidence']})",

@@ -24,6 +24,7 @@ from porter.analysis.compiled import has_regions
 from porter.analysis.fixes import Catalogue
 from porter.analysis.fixplan import catalogue_from, fix_groups, fix_plan, fused_attention_modules
 from porter.analysis.fixrank import RankedFix, matched_fixes
+from porter.analysis.plan import plan_fixes
 from porter.analysis.gap_noise import with_group_gaps, with_key_gaps
 from porter.analysis.groupcost import group_facts
 from porter.analysis.headline import headline, ops_step, scaled_to_step
@@ -128,8 +129,15 @@ def analyse(source: Bundle, target: Bundle, *, catalogue: Catalogue | None = Non
     """Align, attribute, roofline and rank fixes (no I/O). accuracy: porter.accuracy.live's block.
     pair: decided by the caller that knows how the bundles were obtained, else from their manifests."""
     d, found = measure(source, target, pair or Pair.of(source, target), catalogue or catalogue_from(None), accuracy)
-    d.fixes = fix_plan(found)
+    set_fixes(d, fix_plan(found))
     return d
+
+
+def set_fixes(d: Diagnosis, fixes: list[dict[str, Any]]) -> None:
+    """The ranked fixes into d, each marked in the plan or an alternative, and the plan they
+    make (porter.analysis.plan); an uncertain headline makes the plan provisional."""
+    d.fixes, plan = plan_fixes(fixes, (d.headline or {}).get("advice"))
+    d.plan = plan.to_dict()
 
 
 def with_gross(by_class: pd.DataFrame, gross: pd.DataFrame) -> pd.DataFrame:
@@ -159,7 +167,8 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
         target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
         target_stack=stack_of(d.target.manifest, compiles=has_regions(d.target.ops)),
-        fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc)
+        fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc,
+        outside=tuple(al.stats.get(f"{side}_outside_modules_by_kind_us") or {} for side in ("source", "target")))
     found = matched_fixes(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
     d.accuracy = accuracy
     d.seconds.update(cost=t1 - t0, rank=time.perf_counter() - t1)
@@ -260,7 +269,7 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     per_step(d, ("by_op_shape",))
     if d.headline and (counted := ops_step(d.by_module, d.headline)) is not None:
         d.headline["ops_step"] = counted  # the step table's ratio beside the headline's, and why they differ
-    d.fixes = fix_plan(found, portability(d, model, catalogue, progress) if ops else ())
+    set_fixes(d, fix_plan(found, portability(d, model, catalogue, progress) if ops else ()))
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc
     progress("writing diagnosis.json and the two bundles")

@@ -118,6 +118,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         "roofline": d.roofline,
         "accuracy": d.accuracy,
         "fixes": d.fixes,
+        "plan": d.plan,
         "warnings": d.warnings,
         "command": d.command,
         "seconds": d.seconds,

@@ -19,7 +19,7 @@ from porter.core.run import Run
 # its keys are that module's contract, not this one's.
 Block = dict[str, Any]
 # The blocks a Diagnosis once held in one untyped dict, by their diagnosis.json names.
-BLOCKS = ("busy", "roofline", "accuracy", "fixes", "headline", "pair_check", "portability", "confirmed", "warnings", "command")
+BLOCKS = ("busy", "roofline", "accuracy", "fixes", "plan", "headline", "pair_check", "portability", "confirmed", "warnings", "command")
 # The tables diagnosis.json carries per unprofiled step on a live pair (porter.analysis.headline.scaled_to_step).
 STEP_TABLES = ("groups", "by_module", "by_module_kind", "by_class", "by_framework_op", "by_op_shape")
 
@@ -73,6 +73,7 @@ class Diagnosis:
     roofline: Block | None = None  # porter.analysis.roofline.roofline_block
     accuracy: Block | None = None  # porter.accuracy.live.accuracy_block; None for recorded traces
     fixes: list[Block] = field(default_factory=list)  # porter.analysis.fixplan.fix_plan: every source, ranked once
+    plan: Block | None = None  # porter.analysis.plan.Plan.to_dict: the fixes that add up, and their sums
     headline: Block | None = None  # porter.analysis.headline.headline
     pair_check: Block | None = None  # porter.analysis.paircheck.check_pair, plus same_model_fingerprint and forced
     portability: Block | None = None  # porter.ops.in_diagnosis.portability_block (diagnose --ops)

@@ -189,9 +189,15 @@ def test_real_h100_to_mi300x_ranking(corpus, qwen_groups):
     rec = recoverable_us(g["target_us"], g["source_us"], rl, src, tgt, flops=g["flops"], bytes_=g["bytes"],
                          dtype=g["dtype"].to_numpy(object))
     per_group = dict(zip(g["group_id"], rec))
+    gap = dict(zip(g["group_id"], np.maximum(g["target_us"] - g["source_us"], 0.0)))
     for f in ranked:
         assert f.recoverable_us == pytest.approx(sum(per_group[i] for i in f.group_ids))
-        assert f.priority == pytest.approx(f.recoverable_us / ((f.days[0] + f.days[1]) / 2))
+        # what it closes: per group the recoverable time, at most the measured gap; the rest is beyond parity
+        closes = sum(min(per_group[i], gap[i]) for i in f.group_ids)
+        assert f.closes_gap_us == pytest.approx(closes) and f.closes_gap_us <= f.measured_gap_us + 1e-9
+        assert f.measured_gap_us == pytest.approx(sum(gap[i] for i in f.group_ids))
+        assert f.beyond_parity_us == pytest.approx(f.recoverable_us - closes)
+        assert f.priority == pytest.approx(closes / ((f.days[0] + f.days[1]) / 2))
     # The bf16 GEMMs run 26-31% slower on MI300X (TraceLens's own diff columns) while a
     # MI300X has 1.3x the H100's bf16 peak: GEMM library tuning must be proposed for them.
     gemm = next(f for f in ranked if f.fix_id == "vendor-gemm-tuning")

@@ -32,7 +32,7 @@ def test_faster_target_gets_headroom_fixes_on_its_attention():
     roof = {str(r["group_id"]): r for r in d.extras["roofline"]["groups"]}
     groups = {str(g): (s, t) for g, s, t in zip(d.groups["group_id"], d.groups["source_us"], d.groups["target_us"])}
     for f in headroom:
-        assert f["evidence"][0].startswith("target at")
+        assert f["evidence"][0].startswith("headroom: target at")
         for gid in f["group_ids"]:
             assert roof[gid]["efficiency"] <= HEADROOM_EFFICIENCY
             s, t = groups[gid]

@@ -243,27 +243,32 @@ def ranked_fix_records(diag: Path) -> list[dict]:
 
 @pytest.mark.corpus
 def test_fix_plan_shows_ranked_fixes_and_counts_each_group_once(qwen, tmp_path):
-    fixes = ranked_fix_records(qwen)
+    from porter.analysis.plan import plan_fixes
+
+    fixes, plan = plan_fixes(ranked_fix_records(qwen))
     d = json.loads((qwen / "diagnosis.json").read_text())
-    d["fixes"] = fixes
+    d["fixes"], d["plan"] = fixes, plan.to_dict()
     (tmp_path / "diagnosis.json").write_text(json.dumps(d))
     write_reports(tmp_path, ["html", "md"])
     page = parse_html((tmp_path / "report.html").read_text())
     table = page.tables["t-fixes"]
     head = [c[0] for c in table[0]]
     body = [r for r in table[1:] if r[0][0] != ""]  # the tfoot row has an empty first cell
-    assert [r[head.index("Fix")][0].replace(" alternative", "").replace(" accuracy", "") for r in body] == [f["title"] for f in fixes]
+    assert all(r[head.index("Fix")][0].startswith(f["title"]) for r, f in zip(body, fixes, strict=True))
     perf = [f for f in fixes if f["kind"] == "perf"]
-    assert [float(r[head.index("Recoverable")][1]) for r in body[: len(perf)]] == [f["recoverable_us"] for f in perf]
-    seen, total = set(), 0.0  # fixes are alternatives per group: the best-ranked one counts
+    assert [float(r[head.index("Closes gap")][1]) for r in body[: len(perf)]] == [f["closes_gap_us"] for f in perf]
+    seen, total, ranks = set(), 0.0, []  # fixes are alternatives per group: the best-ranked one that closes a gap counts
     for f in perf:
-        if not seen.intersection(f["group_ids"]):
-            total += f["recoverable_us"]
+        if not seen.intersection(f["group_ids"]) and f["closes_gap_us"] > 0:
+            total += f["closes_gap_us"]
+            ranks.append(f["rank"])
             seen.update(f["group_ids"])
-    excess = d["end_to_end"]["target_total_us"] - d["end_to_end"]["source_total_us"]
-    assert page.by_id["fix-total"].strip() == fmt_us(min(total, excess) if excess > 0 else total)
+    assert list(plan.fixes) == ranks and plan.total_us == pytest.approx(total)
+    assert page.by_id["fix-total"].strip() == fmt_us(total)  # no cap: the plan's sum, as listed
     summary = (tmp_path / "summary.md").read_text()
-    assert fixes[0]["title"] in summary and "::" not in summary
+    first = next(f for f in perf if f["rank"] == ranks[0])
+    assert f"#{ranks[0]} {first['catalogue_title']}" in summary and "::" not in summary
+    assert f"about {fmt_us(total)} for" in summary
 
 
 @pytest.mark.slow
