@@ -85,21 +85,46 @@ def ratio_words(ratio: float | None) -> str:
     return f"x{ratio:.3f}, target {'slower' if ratio > 1 else 'faster'}"
 
 
-def headline_lines(h: dict | None, width: int) -> list[str]:
-    """The headline ratio with its interval; a too-wide interval says so first, and what to do."""
+def pair_name(d: dict) -> str:
+    """'transformer: cpu:eager -> xla' when both sides ran one model, else the two labels."""
+    src, tgt = (str((d["inputs"][r] or {}).get("label") or r) for r in ("source", "target"))
+    (ms, _, ss), (mt, _, st) = src.partition("@"), tgt.partition("@")
+    return f"{ms}: {ss} -> {st}" if ms == mt and ss and st else f"{src} -> {tgt}"
+
+
+def headline_lines(h: dict | None, width: int, name: str = "") -> list[str]:
+    """The answer in one line: the pair, the ratio and its verdict, the 95% interval; a
+    too-wide interval says UNCERTAIN there and what to do on the next line. How it was
+    measured comes last (method_lines)."""
     if not h or h.get("ratio") is None:
         return []
     lo, hi = h.get("ci95") or (None, None)
-    ci = f"95% interval x{lo:.3f}-x{hi:.3f}" if lo is not None and hi is not None else "no interval (too few samples)"
-    return ((wrap(f"UNCERTAIN: {h['advice']}", width, more="  ") if h.get("advice") else [])
-            + wrap(f"headline: target/source {ratio_words(h['ratio'])}, {ci} (n={h['n']}; {h['basis']})", width,
-                   more="  "))
+    ci = (f"95% interval x{lo:.3f}-x{hi:.3f}" if lo is not None and hi is not None and lo == lo and hi == hi
+          else "no interval (too few samples)")
+    who = f"{name}: " if name else ""
+    verdict = ": UNCERTAIN" if h.get("wide") and not h.get("advice") else ""  # else the next line says it
+    return (wrap(f"headline: {who}target/source {ratio_words(h['ratio'])}, {ci}{verdict}", width, more="  ")
+            + (wrap(f"UNCERTAIN: {h['advice']}", width, "  ", "    ") if h.get("advice") else []))
+
+
+def answer_lines(d: dict, width: int) -> list[str]:
+    """What a reader needs first: the headline, the accuracy verdict, the plan."""
+    lines = headline_lines(d.get("headline"), width, pair_name(d))
+    acc = d.get("accuracy")
+    if acc and acc.get("findings"):
+        more = len(acc.get("suspects") or [])
+        lines += wrap(f"accuracy: {acc['findings'][0]}" + (f"; {more} suspect module(s), below" if more else ""),
+                      width, more="  ")
+    elif not acc:
+        lines += wrap("accuracy: not compared", width, more="  ")
+    return lines + plan_line(d.get("plan"), width)
 
 
 def header_lines(d: dict, width: int) -> list[str]:
+    """The answer (answer_lines), then where the time goes in the profiled steps and coverage."""
     src, tgt = d["inputs"]["source"], d["inputs"]["target"]
     e = d["end_to_end"]
-    lines = headline_lines(d.get("headline"), width)
+    lines = answer_lines(d, width)
     lines += wrap(f"{src.get('label')} ({_device(src)}) -> {tgt.get('label')} ({_device(tgt)})", width)
     busy = (f"; busy time, streams overlap: kernel sum gives {ratio_words(e.get('kernel_sum_ratio'))}"
             if e.get("ratio_time") == "busy" else "")
@@ -132,17 +157,27 @@ def header_lines(d: dict, width: int) -> list[str]:
     if noisy > NOISY:
         lines += wrap(f"noisy: step times spread {noisy * 100:.0f}% (IQR/median); small gaps are not trustworthy",
                       width, "  ")
-    if e.get("wall_ratio") is not None:
-        sw, tw = e.get("source_wall_s") or {}, e.get("target_wall_s") or {}
-        apart = ", each side timed on its own, minutes apart" if sides else ""
-        lines += wrap(f"wall time: x{e['wall_ratio']:.3f} (source {_us((sw.get('median') or 0) * 1e6)}, "
-                      f"target {_us((tw.get('median') or 0) * 1e6)} per step{apart})", width, more="  ")
-    lines += wrap(f"whole trace: {_us(e.get('source_total_us'))} -> {_us(e.get('target_total_us'))} "
-                  f"({src.get('time_basis')})", width)
     cov = (d.get("alignment") or {}).get("coverage") or {}
     lines += wrap(f"coverage: {cov.get('source', 0) * 100:.2f}% of source, {cov.get('target', 0) * 100:.2f}% of "
                   f"target time in {len(d.get('groups') or [])} matched groups", width)
     lines += outside_lines((d.get("alignment") or {}).get("stats") or {}, width)
+    return lines
+
+
+def method_lines(d: dict, width: int) -> list[str]:
+    """How the headline was measured, and what the other clocks say: after the answer and the
+    tables, so that the first lines are about the model, not the method."""
+    h, e = d.get("headline") or {}, d["end_to_end"]
+    lines = []
+    if h.get("basis"):
+        lines += wrap(f"how measured: {h['basis']} (n={h.get('n')}; interval: {h.get('method', '')})", width, more="  ")
+    if e.get("wall_ratio") is not None:
+        sw, tw = e.get("source_wall_s") or {}, e.get("target_wall_s") or {}
+        apart = ", each side timed on its own, not alternately" if h.get("sides") else ""
+        lines += wrap(f"wall time: x{e['wall_ratio']:.3f} (source {_us((sw.get('median') or 0) * 1e6)}, "
+                      f"target {_us((tw.get('median') or 0) * 1e6)} per step{apart})", width, more="  ")
+    lines += wrap(f"whole trace: {_us(e.get('source_total_us'))} -> {_us(e.get('target_total_us'))} "
+                  f"({d['inputs']['source'].get('time_basis')})", width)
     return lines
 
 
@@ -374,6 +409,7 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     lines += roofline_lines(d.get("roofline"), width)
     lines += fix_lines(d.get("fixes") or [], width, plan=d.get("plan"))
     lines += accuracy_lines(d.get("accuracy"), width)
+    lines += method_lines(d, width)
     for w in d.get("warnings") or []:
         lines += wrap(f"warning: {w}", width)
     return lines

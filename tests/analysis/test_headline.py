@@ -180,8 +180,12 @@ def test_recorded_pair_headline_says_steps_and_spread(corpus, tmp_path):
     h = json.loads((tmp_path / "d" / "diagnosis.json").read_text())["headline"]
     assert h["basis"] == "device time per profiled step"
     assert h["steps"]["source"]["n"] >= 1 and h["steps"]["target"]["n"] >= 1
-    first = r.stdout.splitlines()[0]
-    assert first.startswith("UNCERTAIN:" if h["wide"] else "headline:"), first
+    lines = r.stdout.splitlines()
+    first = " ".join(" ".join(lines[:3]).split())  # the answer first: the pair, the ratio, its interval (wrapped)
+    assert first.startswith("headline: h100_gaunernst_bert-small-uncased -> mi300x_gaunernst_bert-small-uncased: "
+                            f"target/source x{h['ratio']:.3f}"), first
+    assert any(line.strip().startswith("UNCERTAIN:") for line in lines[:4]) == bool(h["advice"])
+    assert not any(line.startswith("how measured:") for line in lines[:10])  # the method comes last
 
 
 def test_oversubscribed_machine_runs_both_stacks_single_threaded():

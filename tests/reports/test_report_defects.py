@@ -43,7 +43,7 @@ def check_markdown(md: str, d: dict) -> None:
     assert not re.search(r"\S- \*\*", md), "two bullets run together"
     assert not re.search(r"\(([^()]+)\) \(\1\)", md), "a parenthesis repeated"
     assert not re.search(r"\(relative L2[^)]*\) \(relative L2\)", md), "the metric repeated after a verdict naming it"
-    method = md.split("## 6 Method", 1)[1]
+    method = md.split("## 6 How measured", 1)[1]
     rows = [line.split("|")[1].strip() for line in method.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == len(set(rows)), f"a Method row twice: {rows}"
     e = d["end_to_end"]
