@@ -63,6 +63,9 @@ class BenchPage:
     generated_at: str
     runs: int
     regressions: int
+    verdict: str = "ok"  # porter regress's: regression / cannot judge / ok (porter.bench.regress)
+    summary: str = ""  # its one line, e.g. "cannot judge: 14 of 14 series too noisy ...; rerun on a quiet machine"
+    cannot_judge: int = 0  # series too noisy to judge
     environment: list[tuple[str, str]] = field(default_factory=list)
     methods: list[tuple[str, str]] = field(default_factory=list)
     cases: list[CaseTable] = field(default_factory=list)

@@ -77,7 +77,7 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
         }
     advice = _advice(iv, True, paired.get("load_average"), int(paired.get("cpus") or 0))
     keep = ("source_s", "target_s", "source_first", "stopped", "elapsed_s", "load_average", "cpus", "threads",
-            "heap", "clock", "other_clock")
+            "heap", "measurement", "clock", "other_clock")
     threads = paired.get("threads") or {}
     basis = LIVE_BASIS + (f"; {SINGLE_THREAD}: {threads.get('why')}" if threads.get("single") else "")
     basis += f"; {HEAP_KEPT}" if (paired.get("heap") or {}).get("kept") else ""
@@ -85,6 +85,8 @@ def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Map
         wall = paired_ratio(*ab_ba_blocks(other.get("source_s") or [], other.get("target_s") or []))
         basis += (f"; {CPU_CLOCK}" + (f" (wall time gives x{wall.ratio:.3f} [{wall.low:.3f}, {wall.high:.3f}])"
                                       if wall.low == wall.low else ""))
+    if (paired.get("measurement") or {}).get("oversubscribed"):
+        basis += f"; {paired['measurement']['oversubscription']}"
     return {"basis": basis, **iv.to_dict(), "advice": advice, "sides": sides,
             "pairs": {k: paired.get(k) for k in keep}}
 

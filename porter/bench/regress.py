@@ -11,6 +11,14 @@ A series regresses only when all of these hold (so it does not cry wolf):
    two consecutive runs; the baseline excludes both). A newest run meeting 2 and 3 alone
    is a "suspect": the next run confirms or clears it.
 
+A series whose noise hides a threshold-sized change is not judged, and says so rather than
+pass: its newest run failed the noise admission check ("unstable"), or its stable runs are too
+few because the earlier ones were unstable, or the ratio's interval is wider than +/- the
+threshold ("too noisy"). When no series regresses but any cannot be judged, the report's
+verdict is "cannot judge" and `porter regress` exits EXIT_CANNOT_JUDGE (4), never 0: on a
+busy 2-core machine all 14 built-in series were unstable and the old report said
+"0 confirmed regression(s)" with exit 0.
+
 Change points are found over the per-run medians of the whole history
 (stats.change_points) and name the run where each step started.
 """
@@ -30,7 +38,13 @@ BASELINE_WINDOW = 10  # the newest runs before the ones under test: the history 
 MIN_BASELINE_RUNS = 3  # fewer: the run-to-run spread is unknown, so no verdict
 
 REGRESSION, SUSPECT, IMPROVEMENT, OK_STATUS = "regression", "suspect", "improvement", "ok"
-UNSTABLE, FAILED, YOUNG = "unstable", "failed", "too little history"
+UNSTABLE, TOO_NOISY, FAILED, YOUNG = "unstable", "too noisy", "failed", "too little history"
+CANNOT_JUDGE = (UNSTABLE, TOO_NOISY)  # series statuses whose noise hides a threshold-sized change
+QUIET = "rerun on a quiet machine"
+
+# `porter regress` exit codes (2 is every command's user error, 3 an unavailable target)
+EXIT_OK, EXIT_REGRESSION, EXIT_CANNOT_JUDGE = 0, 1, 4
+VERDICT_REGRESSION, VERDICT_CANNOT_JUDGE, VERDICT_OK = "regression", "cannot judge", "ok"
 
 
 @dataclass
@@ -78,10 +92,38 @@ class RegressReport:
     def regressions(self) -> list[SeriesVerdict]:
         return [v for v in self.verdicts if v.status == REGRESSION]
 
+    @property
+    def cannot_judge(self) -> list[SeriesVerdict]:
+        return [v for v in self.verdicts if v.status in CANNOT_JUDGE]
+
+    @property
+    def verdict(self) -> str:
+        """regression (any confirmed), else cannot judge (any series too noisy), else ok."""
+        if self.regressions:
+            return VERDICT_REGRESSION
+        return VERDICT_CANNOT_JUDGE if self.cannot_judge else VERDICT_OK
+
+    @property
+    def exit_code(self) -> int:
+        return {VERDICT_REGRESSION: EXIT_REGRESSION, VERDICT_CANNOT_JUDGE: EXIT_CANNOT_JUDGE}.get(self.verdict, EXIT_OK)
+
+    def summary(self) -> str:
+        """The report's one line, as the terminal and the bench page say it."""
+        n, noisy = len(self.verdicts), len(self.cannot_judge)
+        if self.verdict == VERDICT_REGRESSION:
+            more = f"; {noisy} more could not be judged (too noisy)" if noisy else ""
+            return f"{len(self.regressions)} confirmed regression(s) in {n} series{more}"
+        if self.verdict == VERDICT_CANNOT_JUDGE:
+            rest = "" if noisy == n else ", no confirmed regression among the rest"
+            return (f"cannot judge: {noisy} of {n} series too noisy to resolve their threshold (unstable runs or "
+                    f"run-to-run drift){rest}; {QUIET}")
+        return f"0 confirmed regression(s) in {n} series"
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: unknown numbers (NaN) become null."""
-        return _finite({"regressions": len(self.regressions), "methods": self.methods,
-                        "series": [asdict(v) for v in self.verdicts]})
+        return _finite({"verdict": self.verdict, "summary": self.summary(), "exit_code": self.exit_code,
+                        "regressions": len(self.regressions), "cannot_judge": len(self.cannot_judge),
+                        "methods": self.methods, "series": [asdict(v) for v in self.verdicts]})
 
 
 def _finite(v: Any) -> Any:
@@ -122,15 +164,22 @@ def _judge(series: str, history: list[HistoryEntry]) -> SeriesVerdict:
     newest = ok_runs[-1]
     if newest.unstable:
         verdict.status = UNSTABLE
-        verdict.reason = (f"the newest run's median is known to +/-{stats.ci_half_width(newest.samples_s) * 100:.1f}% "
+        verdict.reason = (f"cannot judge: the newest run's median is known to +/-{stats.ci_half_width(newest.samples_s) * 100:.1f}% "
                           f"(IQR/median {stats.spread(newest.samples_s) * 100:.0f}%); resolving a {threshold * 100:.0f}% "
-                          f"change needs +/-{threshold * 50:.1f}% and IQR/median <= {stats.UNSTABLE_SPREAD * 100:.0f}%: never alerts")
+                          f"change needs +/-{threshold * 50:.1f}% and IQR/median <= {stats.UNSTABLE_SPREAD * 100:.0f}%; {QUIET}")
         return verdict
     earlier = ok_runs[:-1]
     previous = earlier[-1] if earlier else None
-    baseline = [e for e in earlier[:-1] if not e.unstable][-BASELINE_WINDOW:]
+    candidates = earlier[:-1]
+    baseline = [e for e in candidates if not e.unstable][-BASELINE_WINDOW:]
     if len(baseline) < MIN_BASELINE_RUNS:
-        verdict.reason = f"{len(baseline)} baseline runs; a verdict needs {MIN_BASELINE_RUNS} before the last two"
+        if len(candidates) >= MIN_BASELINE_RUNS:  # the history is long enough: its noise left too few
+            verdict.status = TOO_NOISY
+            verdict.reason = (f"cannot judge: {len(candidates) - len(baseline)} of the {len(candidates)} runs before the "
+                              f"last two were unstable, leaving {len(baseline)} baseline runs of the {MIN_BASELINE_RUNS} "
+                              f"a verdict needs; {QUIET}")
+        else:
+            verdict.reason = f"{len(baseline)} baseline runs; a verdict needs {MIN_BASELINE_RUNS} before the last two"
         return verdict
     verdict.baseline_runs = [b.run_id for b in baseline]
     verdict.newest = _compare(newest, baseline, threshold)
@@ -156,6 +205,11 @@ def _finish(v: SeriesVerdict) -> None:
         v.status, v.reason = SUSPECT, f"{(new.ratio - 1) * 100:+.1f}% in the newest run only: the next run confirms or clears it"
     elif new.significant() and new.ci_high < 1 - v.threshold:
         v.status, v.reason = IMPROVEMENT, f"{(new.ratio - 1) * 100:+.1f}%, beyond -{v.threshold * 100:.0f}%"
+    elif (new.ci_high - new.ci_low) / 2 > v.threshold:  # a threshold-sized step would fit inside it unseen
+        v.status = TOO_NOISY
+        v.reason = (f"cannot judge: {(new.ratio - 1) * 100:+.1f}% [{(new.ci_low - 1) * 100:+.1f}%, "
+                    f"{(new.ci_high - 1) * 100:+.1f}%] is wider than +/-{v.threshold * 100:.0f}%: the runs vary more "
+                    f"than the threshold; {QUIET}")
     else:
         v.status = OK_STATUS
         v.reason = ("within the threshold or not significant: "
@@ -172,4 +226,5 @@ def regress(histories: dict[str, list[HistoryEntry]]) -> RegressReport:
     return RegressReport(verdicts)
 
 
-__all__ = ["ALPHA", "BASELINE_WINDOW", "Comparison", "RegressReport", "SeriesVerdict", "regress"]
+__all__ = ["ALPHA", "BASELINE_WINDOW", "CANNOT_JUDGE", "EXIT_CANNOT_JUDGE", "EXIT_OK", "EXIT_REGRESSION", "Comparison",
+           "RegressReport", "SeriesVerdict", "regress"]

@@ -70,7 +70,10 @@ def _environment_rows(run: RunRecord) -> list[tuple[str, str]]:
     for target, dev in sorted(env.get("devices", {}).items()):
         rows.append((f"device of {target}", ", ".join(f"{k} {v}" for k, v in sorted(dev.items()) if k != "error")))
     load = ctx.get("load_average") or []
-    rows += [("threads", str(ctx.get("threads"))),
+    measurement = ctx.get("measurement") or {}
+    rows += [("measurement policy", str(measurement.get("summary") or "not recorded (a run before porter.runtime.policy)")
+              + (f"; {measurement['oversubscription']}" if measurement.get("oversubscribed") else "")),
+             ("threads", str(ctx.get("threads"))),
              ("load average (1/5/15 min) before / after", f"{' '.join(f'{x:.2f}' for x in load)} / "
               f"{' '.join(f'{x:.2f}' for x in ctx.get('load_average_after') or [])}"),
              ("clocks", ", ".join(f"{k} {v}" for k, v in ctx.get("clocks", {}).items()) or "not readable here"),
@@ -102,8 +105,8 @@ def build_page(store: Store, baseline: str | None = None, report: RegressReport 
                ("cross-stack ratio", "same run, samples interleaved across targets (A B C, B C A, ...); "
                                      "95% percentile bootstrap of the ratio of medians")]
     return BenchPage(newest.suite, safe_url(store.url), now_iso()[:19].replace("T", " ") + " UTC", len(runs),
-                     len(report.regressions), _environment_rows(newest), methods,
-                     [cases[c] for c in sorted(cases)], trends)
+                     len(report.regressions), report.verdict, report.summary(), len(report.cannot_judge),
+                     _environment_rows(newest), methods, [cases[c] for c in sorted(cases)], trends)
 
 
 def write_report(store: Store, out_dir: Path, baseline: str | None = None) -> list[Path]:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from porter.runtime.policy import MIN_TIMING_S, WARMUP
 from porter.runtime.timing import timed_call
 from porter.core.stats import RatioInterval, ab_ba_blocks, paired_ratio
 
@@ -37,13 +38,13 @@ Step = Callable[[], Any]  # one synchronised forward
 
 @dataclass(frozen=True)
 class InterleaveOptions:
-    warmup: int = 2  # untimed forwards per side before the first pair
+    warmup: int = WARMUP  # untimed forwards per side before the first pair (the measurement policy's)
     min_pairs: int = 20  # before the budget may stop sampling
     min_pairs_narrow: int = 40  # before a narrow interval may: stopping early on a lucky streak biases it
     # nor before this: the interval's chunks must span the machine's slow drift. Demo runs stopped
     # narrow after 5 s with +-2% and missed each other by 6%; cut from long recordings, full
     # 10 s runs come out +-4-8% and overlapped in 16 of 17 consecutive triples (porter.core.stats.CHUNKS)
-    min_seconds_narrow: float = 10.0
+    min_seconds_narrow: float = MIN_TIMING_S  # the measurement policy's (porter.runtime.policy), as bench's
     max_pairs: int = 20000
     budget_s: float = 10.0  # wall time for the timed pairs (warm-up excluded); PORTER_TIMING_BUDGET_S on the CLI
     goal_half_width: float = 0.03  # stop once the 95% interval is within +-3% of the ratio
@@ -69,6 +70,7 @@ class PairedTiming:
     cpus: int = 0
     threads: dict[str, Any] | None = None  # porter.runtime.threads.ThreadPolicy.to_dict() of a live pair
     heap: dict[str, Any] | None = None  # porter.runtime.allocator.HeapPolicy.to_dict() of a live pair
+    measurement: dict[str, Any] | None = None  # porter.runtime.policy.MeasurementPolicy.to_dict(): the whole policy
 
     def interval(self) -> RatioInterval:
         """Median over A B B A blocks of target/source, bootstrap 95% (porter.core.stats.paired_ratio)."""
@@ -90,7 +92,7 @@ class PairedTiming:
                 "source_median_s": med(self.source_s), "target_median_s": med(self.target_s),
                 "pairs": len(self.source_s), "stopped": self.stopped, "elapsed_s": self.elapsed_s,
                 "load_average": self.load_average, "cpus": self.cpus, "threads": self.threads,
-                "heap": self.heap, "clock": self.clock, "other_clock": {"clock": self.other_clock, "source_s": self.other_s["source"],
+                "heap": self.heap, "measurement": self.measurement, "clock": self.clock, "other_clock": {"clock": self.other_clock, "source_s": self.other_s["source"],
                                                      "target_s": self.other_s["target"], **self.other_interval().to_dict()},
                 **self.interval().to_dict()}
 

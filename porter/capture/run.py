@@ -36,6 +36,7 @@ from porter.core.schema import empty_kernels, empty_ops
 from porter.targets import CaptureFailure, Prepared, Stack, resolve
 from porter.capture.options import INPUT_KEY, OUTPUT_KEY, CaptureOptions
 from porter.capture.quiet import third_party_output
+from porter.runtime.policy import MeasurementPolicy, observed
 from porter.runtime.timing import Timing, time_steps
 
 @dataclass
@@ -141,8 +142,10 @@ def write_failed(dest: Path, model: ModelSpec, target: str, stack: Stack, device
 
 
 def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOptions | None = None,
-            progress: Progress = lambda msg: None) -> CaptureResult:
-    """Run model_ref on target and write a capture bundle at dest (see module doc)."""
+            progress: Progress = lambda msg: None, policy: MeasurementPolicy | None = None) -> CaptureResult:
+    """Run model_ref on target and write a capture bundle at dest (see module doc).
+    policy: the measurement policy the caller opened (porter.runtime.policy.measured); without
+    one, what is in force is observed and recorded (the manifest's `measurement`)."""
     opts = opts or CaptureOptions()
     if opts.steps < 1 or opts.warmup < 0 or opts.repeats < 1:
         raise PorterError(f"--steps and repeats must be >= 1 and --warmup >= 0 (got {opts.steps}, {opts.warmup})")
@@ -152,7 +155,8 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
     model, precision = _precision(model, stack, spec, opts)
     device = stack.resolve_device(spec.device)
     with third_party_output() as native:  # Kineto's USDT lines, JAX's warnings: into the bundle's log
-        result = _run(model, spec, stack, device, Path(dest), opts, progress, precision)
+        policy = (policy or observed(opts.warmup)).with_devices(stack.device_info(device).get("type") == "cpu")
+        result = _run(model, spec, stack, device, Path(dest), opts, progress, precision, policy)
     native.save(result.path)
     return result
 
@@ -183,7 +187,7 @@ def _precision(model: ModelSpec, stack: Stack, spec: Any, opts: CaptureOptions) 
 
 
 def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opts: CaptureOptions,
-         progress: Progress, precision: dict[str, Any] | None = None) -> CaptureResult:
+         progress: Progress, precision: dict[str, Any] | None, policy: MeasurementPolicy) -> CaptureResult:
     """Steps 2-7 of the module doc, for a resolved, available target."""
     from profilers.detect import read_trace
 
@@ -212,8 +216,8 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
             act_info = {"captured": True, "native_module_outputs": stack.native_module_outputs,
                         **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0], tuple(opts.full_modules))}
 
-        progress(f"timing {opts.repeats} forwards")
-        timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats)
+        progress(f"timing {opts.repeats} forwards ({'process CPU time' if policy.clock == 'cpu' else 'wall time'})")
+        timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats, policy.clock)
 
         progress(f"profiling {opts.steps} steps")
         raw_path = stack.profile(prepared, opts.steps, opts.warmup, tmp / RAW)
@@ -226,7 +230,8 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
 
         progress("measuring device ceilings")
         ceilings = stack.ceilings(device, model.dtype)
-        overhead = profiled.median_s / timing.median_s if profiled.samples_s else float("nan")
+        wall = Timing(timing.samples_s if timing.clock == "wall" else timing.other_s)  # profiled steps are wall time
+        overhead = profiled.median_s / wall.median_s if profiled.samples_s else float("nan")
         info = {k: v for k, v in prepared.info.items() if not k.startswith("_") and k != "profiled_step_s"}
         manifest = _manifest(
             model, spec.text, stack, device, opts,
@@ -235,6 +240,7 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
             raw={"path": f"{RAW}/{raw_path.name}", "format": stack.trace_format, "sha256": file_sha256(raw_path),
                  "bytes": raw_path.stat().st_size},
             timing={**timing.to_dict(), "warmup": opts.warmup, "repeats": opts.repeats},
+            measurement=policy.finished().to_dict(),
             profiled_timing=profiled.to_dict(),
             profiler_overhead=overhead,
             ceilings=ceilings,

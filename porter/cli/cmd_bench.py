@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from typer.core import TyperGroup
 
-from porter.cli.console import Table, err, escape_markup, fail, out
+from porter.cli.console import Table, err, escape_markup, fail, out, print_measurement
 from porter.core.errors import PorterError
 from porter.core.units import fmt_us
+from porter.runtime.policy import WARMUP
+
+if TYPE_CHECKING:
+    from porter.bench.records import CaseResult, RunRecord
 
 
 class BenchGroup(TyperGroup):
@@ -38,8 +42,8 @@ def bench_run(
     min_samples: int = typer.Option(10, "--min-samples", help="Samples per target before the stopping rule applies."),
     max_samples: int = typer.Option(200, "--max-samples", help="Most samples per target."),
     target_ci: float = typer.Option(0.01, "--target-ci", help="Stop once every median's 95% interval is within +/- this fraction."),
-    warmup: int = typer.Option(3, "--warmup", help="Untimed steps per target after the first (compiling) one."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's own)."),
+    warmup: int = typer.Option(WARMUP, "--warmup", help="Untimed steps per target after the first (compiling) one (the measurement policy's default, as capture and diagnose)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Intra-op threads: 1 = one per stack (the default, PORTER_THREADS=1, as diagnose); N > 1 = torch's N and the other stacks' own pools."),
     confirm: bool = typer.Option(False, "--confirm", help="Re-run suspect series (slow in this run only) at once, to confirm or clear them."),
 ) -> None:
     """Run a benchmark suite (interleaved across targets, adaptive sample count), store it, export it.
@@ -76,21 +80,34 @@ def bench_run(
                 export_run(rerun, export)
     except PorterError as exc:
         fail(exc)
-    table = Table(title=f"porter bench {suite.name}: run {run.run_id[:12]}", title_justify="left")
-    for col in ("case", "target", "median", "95% interval", "samples", "note"):
-        table.add_column(col, overflow="fold")
-    for r in run.results:
-        if r.status != "ok":
-            table.add_row(r.case, r.target, "-", "-", "-", f"failed: {r.error}")
-            continue
-        lo, hi = r.ci_s
-        table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
-                      f"{len(r.samples_s)} x {r.number}", "unstable (never alerts)" if r.unstable else "")
-    out.print(table)
+    print_run(suite.name, run)
     out.print(f"stored in {safe_url(store.url)}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
     if confirm:
         out.print(f"re-ran {len(rerun.results)} suspect series as run {rerun.run_id[:12]}: see `porter regress`" if rerun
                   else "no suspect series to re-run", highlight=False, markup=False)
+
+
+def print_run(suite: str, run: RunRecord) -> None:
+    """The run's table (median, interval, ratio to the case's first target in the same run) and,
+    once, the measurement policy it ran under."""
+    from porter.bench.stats import ratio_of_medians_ci
+
+    table = Table(title=f"porter bench {suite}: run {run.run_id[:12]}", title_justify="left")
+    for col in ("case", "target", "median", "95% interval", "samples", "ratio (95%)", "note"):
+        table.add_column(col, overflow="fold")
+    base: dict[str, CaseResult] = {}
+    for r in run.results:
+        if r.status != "ok":
+            table.add_row(r.case, r.target, "-", "-", "-", "-", f"failed: {r.error}")
+            continue
+        b = base.setdefault(r.case, r)
+        ratio = "1" if b is r else "x{:.3f} [{:.3f}-{:.3f}]".format(*ratio_of_medians_ci(r.samples_s, [b.samples_s]))
+        lo, hi = r.ci_s
+        table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
+                      f"{len(r.samples_s)} x {r.number}", ratio,
+                      "unstable (never alerts)" if r.unstable else "")
+    out.print(table)
+    print_measurement(run.context.get("measurement"))
 
 
 def bench_report(
@@ -133,13 +150,20 @@ def regress(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
 ) -> None:
-    """Judge each benchmark series' newest run against its history; exit 1 on a confirmed regression.
+    """Judge each benchmark series' newest run against its history.
 
     A regression must be significant (Mann-Whitney U, Holm-corrected), beyond the practical
     threshold (bootstrap interval of the ratio of medians) and seen in two consecutive runs.
+    A series too noisy to resolve its threshold (unstable newest run, unstable history, or a
+    ratio interval wider than +/- the threshold) is "cannot judge", never a pass.
+
+    Exit codes: 0 = every series judged, no confirmed regression; 1 = a confirmed regression;
+    4 = cannot judge: no confirmed regression, but at least one series too noisy (rerun on a
+    quiet machine); 2 = a user error (bad store).
     """
     import json
 
+    from porter.bench.regress import CANNOT_JUDGE, REGRESSION, VERDICT_OK
     from porter.bench.regress import regress as judge
     from porter.bench.store import Store
 
@@ -151,8 +175,10 @@ def regress(
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n")
     else:
         for v in report.verdicts:
-            style = "bold red" if v.status == "regression" else "yellow" if v.status in ("suspect", "failed") else "dim"
+            style = ("bold red" if v.status == REGRESSION else "yellow" if v.status in ("suspect", "failed", *CANNOT_JUDGE)
+                     else "dim")
             out.print(f"[{style}]{v.status:>18}[/]  {escape_markup(v.series)}  {escape_markup(v.reason)}", soft_wrap=True)
-        out.print(f"{len(report.regressions)} confirmed regression(s) in {len(report.verdicts)} series", highlight=False)
-    if report.regressions:
-        raise typer.Exit(1)
+        style = "green" if report.verdict == VERDICT_OK else "bold red" if report.regressions else "bold yellow"
+        out.print(f"[{style}]{escape_markup(report.summary())}[/]", highlight=False, soft_wrap=True)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

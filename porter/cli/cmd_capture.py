@@ -8,9 +8,10 @@ from typing import Optional
 
 import typer
 
-from porter.cli.console import Table, err, fail, out
+from porter.cli.console import Table, err, fail, out, print_measurement
 from porter.core.errors import PorterError
 from porter.core.units import fmt_us
+from porter.runtime.policy import WARMUP
 
 
 def capture(
@@ -18,7 +19,7 @@ def capture(
     on: str = typer.Option("cpu", "--on", help="Target DEVICE[:STACK], e.g. cpu, cpu:inductor, cuda, tpu, xla, cpu:ort (see `porter targets`)."),
     out_dir: Optional[Path] = typer.Option(None, "-o", "--out", help="Bundle directory to write (default: captures/MODEL@TARGET)."),
     steps: int = typer.Option(5, "--steps", help="Profiled forwards."),
-    warmup: int = typer.Option(2, "--warmup", help="Unrecorded forwards before timing and before profiling."),
+    warmup: int = typer.Option(WARMUP, "--warmup", help="Unrecorded forwards before timing and before profiling (the measurement policy's default)."),
     repeats: int = typer.Option(20, "--repeats", help="Timed (unprofiled) forwards."),
     no_activations: bool = typer.Option(False, "--no-activations", help="Skip saving per-module activations."),
     modules: Optional[list[str]] = typer.Option(None, "--modules", help="Module path (repeatable) whose full input and output tensors are saved; every other module keeps a bounded sketch. Name the suspects a diagnose of two bundles lists."),
@@ -31,21 +32,23 @@ def capture(
     """
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture as run_capture
+    from porter.runtime.policy import measured
 
     dest = out_dir or Path("captures") / f"{Path(model).stem if ':' in model else model}@{on.replace(':', '_')}"
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats, activations=not no_activations,
                           full_modules=tuple(p for m in modules or () for p in m.split(",") if p), dtype=dtype or "",
                           autocast=autocast or "")
     try:
-        with err.status("capturing", spinner="dots") as status:
-            result = run_capture(model, on, dest, opts, progress=lambda msg: status.update(msg))
+        with measured(warmup) as policy, err.status("capturing", spinner="dots") as status:
+            result = run_capture(model, on, dest, opts, progress=lambda msg: status.update(msg), policy=policy)
     except PorterError as exc:
         fail(exc)
     m = result.manifest
     t, s = m["timing"], m["stats"]
     out.print(f"{m['model']['name']} on {m['target']['text']} ({m['device'].get('name') or m['device'].get('type')}) -> {result.path}", highlight=False)
     noisy = " [yellow](noisy: spread above 10%, rerun on a quiet machine)[/]" if t["noisy"] else ""
-    out.print(f"  step time: median {fmt_us(t['median_s'] * 1e6)} +/- {fmt_us(t['iqr_s'] * 1e6 / 2)} (IQR/median {t['spread'] * 100:.0f}%, {len(t['samples_s'])} samples){noisy}", highlight=False)
+    print_measurement(m["measurement"])
+    out.print(f"  step time: median {fmt_us(t['median_s'] * 1e6)} +/- {fmt_us(t['iqr_s'] * 1e6 / 2)} ({'process CPU time' if t.get('clock') == 'cpu' else 'wall time'}; IQR/median {t['spread'] * 100:.0f}%, {len(t['samples_s'])} samples){noisy}", highlight=False)
     out.print(f"  profiler overhead: {m['profiler_overhead']:.2f}x; device time with a module path: {s['module_share'] * 100:.0f}%", highlight=False)
     if not m["numerics"]["ok"]:
         out.print(f"  [bold red]numerics: output has NaN ({m['numerics']['nan_count']}) / Inf ({m['numerics']['inf_count']})[/]")

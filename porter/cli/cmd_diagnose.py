@@ -12,6 +12,7 @@ import typer
 from porter.cli.console import DIAGNOSE_STAGES, fail, out, stage_progress
 from porter.cli.process import MAX_INFLATE_HELP, imports_settled, object_strings, runs_no_model, set_max_inflate
 from porter.core.errors import PorterError
+from porter.runtime.policy import WARMUP
 
 
 def diagnose(
@@ -25,7 +26,7 @@ def diagnose(
     catalogue: Optional[Path] = typer.Option(None, "--catalogue", help="Fix catalogue TOML merged over the built-in one (docs/fixes.md)."),
     no_report: bool = typer.Option(False, "--no-report", help="Write only diagnosis.json, not report.html, report.md and summary.md/.html."),
     steps: int = typer.Option(10, "--steps", help="Live capture: profiled forwards per side (10: each module gap's 95% interval runs from the 2nd to the 9th per-step gap, porter.analysis.gap_noise)."),
-    warmup: int = typer.Option(1, "--warmup", help="Live capture: unrecorded forwards before timing and profiling."),
+    warmup: int = typer.Option(WARMUP, "--warmup", help="Live capture: unrecorded forwards before timing and profiling (the measurement policy's default, as capture and bench)."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
     confirm: int = typer.Option(5, "--confirm", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); the summary and the fix plan then rank confirmed gaps. 0: off."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),

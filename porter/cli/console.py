@@ -224,6 +224,16 @@ def print_warnings(source: Path, manifest: dict) -> None:
         err.print_parts(("porter: warning:", "yellow"), " ", shown(f"{source}: {warning}"))
 
 
+def print_measurement(record: dict | None) -> None:
+    """The measurement policy's one line (porter.runtime.policy), and the oversubscription
+    warning when the load exceeded the cores: printed once per command."""
+    if not record:
+        return
+    out.print(f"  measured: {record.get('summary')}", highlight=False, markup=False, soft_wrap=True)
+    if record.get("oversubscribed"):
+        out.print_parts(("  warning:", "yellow"), " ", shown(str(record.get("oversubscription"))))
+
+
 def fail(exc: PorterError) -> None:
     if DEBUG["on"]:
         import traceback

@@ -38,6 +38,7 @@ from porter.core.atomic import check_output_dir
 from porter.core.errors import BundleError, PorterError
 from porter.core.samples import Samples
 from porter.pipeline.confirmation import apply_confirmed, confirm_block
+from porter.runtime.policy import WARMUP
 from porter.pipeline.document import DIAGNOSIS, Document, records, to_json, write_json
 from porter.pipeline.result import STEP_TABLES, Diagnosis, Pair, model_fingerprint
 
@@ -46,7 +47,7 @@ __all__ = ["DIAGNOSIS", "LIVE_OPTIONS", "Diagnosis", "Pair", "analyse", "diagnos
 
 # Live captures inside diagnose: fewer profiled steps and timed repeats than `porter capture`,
 # so the default model diagnoses from cpu to xla in under a minute on two cores.
-LIVE_OPTIONS = {"steps": 3, "warmup": 1, "repeats": 10}
+LIVE_OPTIONS = {"steps": 3, "warmup": WARMUP, "repeats": 10}  # warm-up: the measurement policy's
 Progress = Callable[[str], None]
 
 

@@ -114,20 +114,18 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     specs = [classify(source, "source"), classify(target, "target")]
     live = [s for s in specs if s.kind is InputKind.TARGET]
     with contextlib.ExitStack() as stack:
-        threads = heap = None
-        if len(live) == 2:  # both captured here: one intra-op thread per side (porter.runtime.threads),
-            from porter.runtime.allocator import keep_freed_memory  # and freed memory kept (allocator.py)
-            from porter.runtime.threads import applied, current
+        policy = None
+        if len(live) == 2:  # both captured here: one measurement policy for both (porter.runtime.policy)
+            from porter.runtime.policy import WARMUP, measured
 
-            threads = stack.enter_context(applied(current()))
-            heap = keep_freed_memory()
-        yield from _resolve(specs, live, workdir, model, options, interleave, progress, threads,
-                            target_dtype, target_autocast, heap)
+            policy = stack.enter_context(measured(options.warmup if options is not None else WARMUP))
+        yield from _resolve(specs, live, workdir, model, options, interleave, progress, policy,
+                            target_dtype, target_autocast)
 
 
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
-             interleave: Any, progress: Progress, threads: Any, target_dtype: str = "",
-             target_autocast: str = "", heap: Any = None) -> Iterator[ResolvedPair]:
+             interleave: Any, progress: Progress, policy: Any, target_dtype: str = "",
+             target_autocast: str = "") -> Iterator[ResolvedPair]:
     if live and model is None and len(live) < 2:
         raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
                           hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
@@ -151,9 +149,9 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
             bundles = open_in_parallel([s.path for s in specs])
         else:
             bundles = [open_side(s, model_spec, scratch.get(s.role),
-                                 side_options(options, s.role, target_dtype, target_autocast), progress, runs)
+                                 side_options(options, s.role, target_dtype, target_autocast), progress, runs, policy)
                        for s in specs]
-        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, threads, heap),
+        yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, policy),
                            live=len(live) == 2)
     finally:
         for path in scratch.values():
@@ -194,24 +192,30 @@ def side_options(options: Any, role: str, target_dtype: str, target_autocast: st
     return dataclasses.replace(options, dtype=target_dtype, autocast=target_autocast)
 
 
-def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, threads: Any = None,
-                   heap: Any = None) -> Any:
+def time_live_pair(runs: dict[str, Any], interleave: Any, progress: Progress, policy: Any = None) -> Any:
     """Interleaved unprofiled timing of the two captured forwards; None unless both ran here.
-    threads / heap: the porter.runtime.threads.ThreadPolicy and porter.runtime.allocator.HeapPolicy
-    both sides ran under (kept with the timing)."""
+    policy: the porter.runtime.policy.MeasurementPolicy both sides ran under: it picks the clock
+    and warm-up, and its record is kept with the timing (`measurement`)."""
     if set(runs) != set(SIDES):
         return None
+    import dataclasses
+
     from porter.capture.interleaved import InterleaveOptions, time_interleaved
 
     opts = interleave or InterleaveOptions(budget_s=float(os.environ.get("PORTER_TIMING_BUDGET_S", "10")))
-    one = "; one intra-op thread per side" if threads is not None and threads.single else ""
     on_cpu = all(((r.manifest.get("device") or {}).get("type") == "cpu") for r in runs.values())
-    clock = "cpu" if on_cpu and threads is not None and threads.single else "wall"
+    if policy is not None:
+        policy = policy.with_devices(on_cpu)
+        if interleave is None:  # the policy's warm-up, unless the caller chose the timing's own
+            opts = dataclasses.replace(opts, warmup=policy.warmup)
+    clock = policy.clock if policy is not None else "wall"
+    one = "; one intra-op thread per side" if policy is not None and policy.threads.single else ""
     progress(f"timing source and target alternately, unprofiled (up to {opts.budget_s:g} s{one}; "
              f"{'process CPU time' if clock == 'cpu' else 'wall time'})")
     timing = time_interleaved(runs["source"].forward(), runs["target"].forward(), opts, headline_clock=clock)
-    timing.threads = threads.to_dict() if threads is not None else None
-    timing.heap = heap.to_dict() if heap is not None else None
+    if policy is not None:
+        timing.threads, timing.heap = policy.threads.to_dict(), policy.heap.to_dict()
+        timing.measurement = policy.finished().to_dict()
     return timing
 
 
@@ -261,7 +265,7 @@ def _relay(queue: Any, futures: list[concurrent.futures.Future], reporter: Calla
 
 
 def open_side(spec: InputSpec, model_spec: Any, scratch: Path | None, options: Any, progress: Progress,
-              runs: dict[str, Any]) -> Bundle:
+              runs: dict[str, Any], policy: Any = None) -> Bundle:
     """The side as a bundle; a live side is captured into `scratch` (its run kept in `runs`)."""
     if spec.kind is not InputKind.TARGET:
         return open_any(spec.path)
@@ -271,7 +275,7 @@ def open_side(spec: InputSpec, model_spec: Any, scratch: Path | None, options: A
 
     try:
         result = capture(model_spec, spec.text, scratch, options or CaptureOptions(),
-                         progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"))
+                         progress=lambda msg: progress(f"{spec.role} {spec.text}: {msg}"), policy=policy)
     except CaptureFailure as failure:
         failure.bundle = keep_failed(scratch, spec.role)
         raise

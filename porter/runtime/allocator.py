@@ -83,6 +83,11 @@ def keep_freed_memory(setting: str | None = None) -> HeapPolicy:
                             f"1 GiB, {warmed} MiB of heap touched up front; PORTER_MALLOC=os for its defaults)", warmed)
 
 
+def warmed_mb() -> int:
+    """MiB of heap this process touched up front (0: keep_freed_memory has not run here)."""
+    return _warmed_mb
+
+
 def _warm_mb() -> int:
     raw = os.environ.get("PORTER_HEAP_WARM_MB", "").strip()
     try:

@@ -13,13 +13,14 @@ from typing import Any, Callable
 from porter.core.samples import Samples
 
 
-
 @dataclass
 class Timing:
     """A capture's step times in seconds (the manifest's record); the statistics are
     porter.core.samples.Samples's, so "noisy" means what it means in the diagnosis."""
 
     samples_s: list[float] = field(default_factory=list)
+    clock: str = "wall"  # samples_s's clock: "wall", or "cpu" (process CPU time, porter.runtime.policy)
+    other_s: list[float] = field(default_factory=list)  # the same calls on the other clock
 
     @property
     def stats(self) -> Samples:
@@ -62,13 +63,11 @@ def timed_call(step: Callable[[], Any]) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def time_steps(step: Callable[[], Any], warmup: int, repeats: int) -> Timing:
-    """Run step warmup times untimed, then time repeats calls (step must synchronise)."""
+def time_steps(step: Callable[[], Any], warmup: int, repeats: int, clock: str = "wall") -> Timing:
+    """Run step warmup times untimed, then time repeats calls (step must synchronise) on both
+    clocks; samples_s on `clock` (the measurement policy's), other_s on the other."""
     for _ in range(warmup):
         step()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        samples.append(time.perf_counter() - t0)
-    return Timing(samples)
+    pick = 1 if clock == "cpu" else 0
+    both = [timed_call(step) for _ in range(repeats)]
+    return Timing([b[pick] for b in both], clock, [b[1 - pick] for b in both])

@@ -94,3 +94,37 @@ def test_an_interrupted_bench_leaves_the_store_as_it_was(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert not list((tmp_path / "runs").glob("*.parquet"))
+
+
+def test_regress_on_an_all_unstable_history_exits_cannot_judge_and_the_page_says_so(tmp_path):
+    """The recorded history (32 real runs, all unstable on this busy 2-core machine): regress
+    exits 4 with "cannot judge", and bench.html shows that verdict, never a green 0."""
+    import re
+
+    from tests.bench_support import HISTORY
+
+    db = str(tmp_path / "h.sqlite")
+    p = run_porter("bench", "import", *map(str, sorted(HISTORY.glob("*.parquet"))), "--db", db)
+    assert p.returncode == 0 and p.stdout.count("imported") == 32, p.stderr
+    p = run_porter("regress", "--db", db)
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    lines = p.stdout.strip().splitlines()
+    assert lines[0].split()[0] == "unstable" and "cannot judge:" in lines[0]
+    assert lines[-1].startswith("cannot judge: 1 of 1 series too noisy") and lines[-1].endswith("rerun on a quiet machine")
+    assert "0 confirmed regression(s)" not in p.stdout
+    p = run_porter("regress", "--db", db, "--json")
+    assert p.returncode == 4 and json.loads(p.stdout)["verdict"] == "cannot judge"
+    p = run_porter("bench", "report", "--db", db, "-o", str(tmp_path / "rep"))
+    assert p.returncode == 0, p.stderr
+    html = (tmp_path / "rep" / "bench.html").read_text()
+    assert re.search(r'class="v words bad" id="fig-verdict">cannot judge<', html)
+    assert not re.search(r'class="v good" id="fig-regressions"', html)  # the 0 is not green
+    assert "rerun on a quiet machine" in html and "unstable (cannot judge)" in html
+    assert "**Verdict: cannot judge**" in (tmp_path / "rep" / "bench.md").read_text()
+
+
+def test_regress_help_documents_the_exit_codes():
+    p = run_porter("regress", "--help")
+    text = " ".join(p.stdout.split())
+    assert p.returncode == 0 and "Exit codes: 0 = every series judged" in text
+    assert "1 = a confirmed regression" in text and "4 = cannot judge" in text

@@ -6,6 +6,7 @@ fixtures/bench/history holds real runs of tests/models/planted_work.py on this m
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from porter.bench.regress import REGRESSION, SUSPECT, regress
@@ -115,3 +116,67 @@ def test_median_interval_and_ratio_interval():
     ratio, rlo, rhi = ratio_of_medians_ci([2 * s for s in samples], [samples, samples])
     assert ratio == pytest.approx(2.0) and rlo < 2.0 < rhi
     assert change_points([1.0] * 10, 0.05) == []
+
+
+def test_an_all_unstable_recorded_history_cannot_be_judged():
+    """The 32 real runs recorded at load 7-9 on this 2-core machine: 31 failed the admission
+    check, the newest among them. regress must say it cannot judge (exit 4), not "0 regressions" (exit 0)."""
+    from porter.bench.regress import EXIT_CANNOT_JUDGE, UNSTABLE
+
+    runs = recorded_runs()
+    assert len(runs) == 32 and sum(r.results[0].unstable for r in runs) == 31 and runs[-1].results[0].unstable
+    report = regress({"planted | cpu:x | cpu:eager": [entry(r) for r in runs],
+                      "other | cpu:x | cpu:eager": [entry(r) for r in runs[:12]]})
+    assert [v.status for v in report.verdicts] == [UNSTABLE, UNSTABLE]
+    assert all(v.reason.startswith("cannot judge:") and v.reason.endswith("rerun on a quiet machine")
+               for v in report.verdicts)
+    assert report.regressions == [] and report.verdict == "cannot judge" and report.exit_code == EXIT_CANNOT_JUDGE == 4
+    assert report.summary().startswith("cannot judge: 2 of 2 series too noisy")
+    d = report.to_dict()
+    assert (d["verdict"], d["exit_code"], d["cannot_judge"], d["regressions"]) == ("cannot judge", 4, 2, 0)
+
+
+def test_a_drifting_history_of_stable_runs_is_too_noisy_not_ok():
+    """Each run alone is tight, but the runs drift by ~10% from one to the next: the ratio's
+    interval is wider than +/-5%, so a 5% step would hide in it: too noisy, not ok."""
+    from porter.bench.regress import TOO_NOISY
+
+    rng = np.random.default_rng(5)
+    history = []
+    for i in range(12):
+        samples = 0.01 * float(np.exp(rng.normal(0, 0.10))) * np.exp(rng.normal(0, 0.005, 40))
+        history.append(entry_of(i, samples))
+    assert not any(e.unstable for e in history)
+    v = verdict(history)
+    assert v.status == TOO_NOISY, v.reason
+    assert v.newest is not None and (v.newest.ci_high - v.newest.ci_low) / 2 > 0.05
+    assert "wider than +/-5%" in v.reason and v.reason.endswith("rerun on a quiet machine")
+    assert regress({"s": history}).exit_code == 4
+
+
+def test_stable_newest_run_after_unstable_ones_is_too_noisy_to_judge():
+    from porter.bench.regress import TOO_NOISY
+
+    history = synthetic_history(21, 8, 0, 0.0)
+    for e in history[:-2]:
+        e.unstable = True
+    v = verdict(history)
+    assert v.status == TOO_NOISY and "6 of the 6 runs before the last two were unstable" in v.reason
+    # a short history is young, not noisy: exit 0 with no verdict
+    young = regress({"s": synthetic_history(22, 3, 0, 0.0)})
+    assert young.verdicts[0].status == "too little history" and young.exit_code == 0
+
+
+def test_a_quiet_history_is_judged_ok_with_exit_0():
+    report = regress({"s": synthetic_history(2, BASELINE_RUNS, 2, 0.0)})
+    assert report.verdicts[0].status in ("ok", "improvement"), report.verdicts[0].reason
+    assert report.verdict == "ok" and report.exit_code == 0
+    assert report.summary() == "0 confirmed regression(s) in 1 series"
+
+
+def entry_of(i: int, samples: list[float]):
+    from porter.bench.store import HistoryEntry
+    from tests.bench_support import THRESHOLD, admitted
+
+    return HistoryEntry(f"run{i:03d}", f"2026-01-01T00:00:{i:02d}", "ok", not admitted(samples, THRESHOLD), THRESHOLD,
+                        [float(x) for x in samples])

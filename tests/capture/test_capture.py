@@ -41,7 +41,10 @@ def eager_bundle(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("cap") / "tf_eager"
     r = run_porter("capture", "transformer", "--on", "cpu", "-o", str(dest), *FAST)
     assert r.returncode == 0, r.stderr
-    assert "step time: median" in r.stdout
+    assert "step time: median" in r.stdout and "(process CPU time; IQR/median" in r.stdout
+    # the one measurement policy, as diagnose and bench use it, shown once and recorded
+    assert r.stdout.count("measured: one intra-op thread per stack; freed memory kept") == 1
+    assert manifest(dest)["measurement"]["threads"]["single"] is True
     return dest
 
 
