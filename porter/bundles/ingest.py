@@ -26,7 +26,7 @@ def bundle_name_for(trace: Path) -> str:
     control characters and separators become `_`, leading dots go (no `.`, `..` or
     hidden names), and it is cut to MAX_NAME characters; "trace" when nothing is left."""
     name = trace.name
-    for suffix in (".gz", ".json", ".pb", ".xplane", ".pt.trace"):
+    for suffix in (".gz", ".json", ".pb", ".xplane", ".pt.trace", ".sqlite", ".rpd"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     name = _UNSAFE.sub("_", name).lstrip(". ")[:MAX_NAME].rstrip(" ")
