@@ -11,6 +11,7 @@ from profilers.base import ReadResult, Reader, TraceMeta
 # Order matters for detection: the first reader whose sniff() accepts a file wins.
 READER_MODULES: tuple[str, ...] = (
     "profilers.nsys",
+    "profilers.rocpd",
     "profilers.xplane",
     "profilers.rocprof",
     "profilers.onnxruntime",

@@ -13,7 +13,7 @@ TARGET_INFO_GPU when the export has it (trimmed files may not).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ from porter.core.opclass import classify
 from profilers.base import ReadResult, TraceMeta
 from profilers.intervals import NONE, Nesting, Timeline
 from profilers.nsys_nvtx import fsdp_scopes, parse
-from profilers.sqlite_db import Database, intervals, ints, is_sqlite, open_db, table_names, texts
+from profilers.sqlite_db import Database, DeviceWork, intervals, ints, is_sqlite, open_db, table_names, texts
 
 FORMAT = "nsys"
 REPORT_SUFFIX = ".nsys-rep"
@@ -48,18 +48,10 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 @dataclass
-class Activities:
-    """Device work, one entry per kernel, copy or set (times in ns on the session clock)."""
+class Activities(DeviceWork):
+    """Device work on the session clock, with the process that launched it."""
 
-    name: list[str]
-    kind: list[str]
-    start: np.ndarray
-    end: np.ndarray
-    device: np.ndarray
-    stream: np.ndarray
-    correlation: np.ndarray
-    process: np.ndarray  # globalPid >> 24
-    bytes: np.ndarray
+    process: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # globalPid >> 24
 
 
 def export_version(db: Database) -> tuple[str, str]:
@@ -103,7 +95,7 @@ def activities(db: Database, strings: dict[int, str]) -> Activities:
     intervals(start, end, "a device activity", db)
     size = np.array([float(b) if isinstance(b, (int, float)) else np.nan for b in col[7]], dtype=np.float64)
     return Activities(name, kind, start, end, ints(col[2], "deviceId", db, -1), ints(col[3], "streamId", db, -1),
-                      ints(col[4], "correlationId", db, -1), ints(col[5], "globalPid", db) >> TID_BITS, size)
+                      ints(col[4], "correlationId", db, -1), size, process=ints(col[5], "globalPid", db) >> TID_BITS)
 
 
 @dataclass

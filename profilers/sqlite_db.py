@@ -55,6 +55,20 @@ class Database:
         self.conn.close()
 
 
+@dataclass
+class DeviceWork:
+    """GPU activities read from a database, one entry per kernel, copy or set (ns)."""
+
+    name: list[str]
+    kind: list[str]  # kernel, memcpy, memset
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    bytes: np.ndarray
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True, check_same_thread=False)

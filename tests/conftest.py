@@ -54,6 +54,17 @@ def corpus_files(sub: str, pattern: str = "*") -> list[Path]:
     return sorted(base.glob(pattern)) if base.is_dir() else []
 
 
+def db_value(path: Path, sql: str) -> float:
+    """One number from an SQLite profiler database, read independently of porter's readers."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return float(conn.execute(sql).fetchone()[0] or 0)
+    finally:
+        conn.close()
+
+
 def run_porter(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, as a user would."""
     env = dict(os.environ, COLUMNS="160", TF_CPP_MIN_LOG_LEVEL="3")

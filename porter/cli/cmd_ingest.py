@@ -15,9 +15,9 @@ from porter.core.units import fmt_us
 
 
 def ingest(
-    traces: list[Path] = typer.Argument(..., help="Trace files: Kineto JSON(.gz), XPlane .xplane.pb, rocprofv3 JSON, ONNX Runtime profile JSON."),
+    traces: list[Path] = typer.Argument(..., help="Trace files: Kineto JSON(.gz), XPlane .xplane.pb, rocprofv3 JSON, ONNX Runtime profile JSON, Nsight Systems SQLite export, rocpd database (.rpd, rocprofv3 .db)."),
     out_dir: Path = typer.Option(Path("bundles"), "-o", "--out", help="Directory to write one bundle per trace into."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader (kineto, xplane, rocprofv3, onnxruntime) instead of detecting it."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader (kineto, xplane, rocprofv3, onnxruntime, nsys, rocpd) instead of detecting it."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
 ) -> None:
     """Read traces into bundles (manifest.json + ops.parquet + kernels.parquet + raw/).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import corpus_files, run_porter
+from conftest import corpus_files, db_value, run_porter
 from porter.core.errors import TraceFormatError
 from profilers import nsys
 from profilers.base import read_head
@@ -18,13 +18,6 @@ FILES = corpus_files("nsys", "*.sqlite")
 pytestmark = pytest.mark.skipif(not FILES, reason="trace corpus not found (set PORTER_TRACE_CORPUS)")
 
 
-def _db_sum(path: Path, sql: str) -> float:
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    try:
-        return float(conn.execute(sql).fetchone()[0] or 0)
-    finally:
-        conn.close()
-
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_kernel_time_equals_the_databases_own_sum(path: Path) -> None:
@@ -32,10 +25,10 @@ def test_kernel_time_equals_the_databases_own_sum(path: Path) -> None:
     assert detect(path) == "nsys" and nsys.sniff(path, read_head(path))
     got = read_trace(path)
     k = got.kernels
-    expected = _db_sum(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL") / 1e3
+    expected = db_value(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL") / 1e3
     assert k.loc[k.kind == "kernel", "dur_us"].sum() == pytest.approx(expected, rel=5e-3)
-    assert (k.kind == "kernel").sum() == _db_sum(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
-    copies = _db_sum(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY") / 1e3
+    assert (k.kind == "kernel").sum() == db_value(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    copies = db_value(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY") / 1e3
     assert k.loc[k.kind == "memcpy", "dur_us"].sum() == pytest.approx(copies, rel=5e-3)
     assert got.ops["device_us"].sum() == pytest.approx(k["dur_us"].sum(), rel=1e-9)
 
@@ -64,7 +57,7 @@ def test_new_schema_two_processes_are_two_ranks_with_nvtx_ops_and_fsdp_modules(c
     assert set(k["rank"]) == {0, 1} and set(ops["rank"]) == {0, 1}
     assert k.groupby("rank").device_id.nunique().tolist() == [1, 1]
     per_rank = k[k.kind == "kernel"].groupby("rank").size().tolist()
-    assert sorted(per_rank) == sorted(int(_db_sum(path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = {d}"))
+    assert sorted(per_rank) == sorted(int(db_value(path, f"SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = {d}"))
                                       for d in (0, 1))
     assert not ops.name.str.contains(", op_id = ").any()
     flash = ops[ops.name == "flash_attn::_flash_attn_forward"]
