@@ -65,6 +65,11 @@ class PlaneView:
             self._event_names[metadata_id] = name
         return name
 
+    def op_name(self, metadata_id: int) -> str:
+        """The metadata's display name (a TPU op's HLO op name), else its name."""
+        md = self.event_meta.get(metadata_id)
+        return text(md.display_name) if md is not None and md.display_name else self.event_name(metadata_id)
+
     def event_stats(self, event: Any) -> dict[str, Any]:
         """Stats of the event's metadata (TPU keeps per-op facts there), then its own."""
         base = self._meta_stats.get(event.metadata_id)
@@ -104,15 +109,27 @@ def line_events(view: PlaneView, line: Any, path: Path) -> list[tuple[int, int, 
     return out
 
 
+def _encloses(items: list[tuple[int, int, Any]], i: int) -> bool:
+    """Whether items[i] holds the next event of positive length that starts inside it. Instants
+    (zero-length events: a TPU copy-start beside its op, or at its end) make nothing a container."""
+    start, dur, _ = items[i]
+    end = start + dur
+    for j in range(i + 1, len(items)):
+        nxt_start, nxt_dur, _ = items[j]
+        if nxt_start >= end:
+            return False
+        if nxt_dur > 0:
+            return nxt_start + nxt_dur <= end
+    return False
+
+
 def _leaves(items: list[tuple[int, int, Any]]) -> tuple[list[tuple[int, int, Any]], int]:
     """Drop events that enclose a later event on the same line (containers); count them."""
     items = sorted(items, key=lambda t: (t[0], -t[1]))
     keep: list[tuple[int, int, Any]] = []
     dropped = 0
     for i, item in enumerate(items):
-        end = item[0] + item[1]
-        nxt = items[i + 1] if i + 1 < len(items) else None
-        if nxt is not None and nxt[0] + nxt[1] <= end:
+        if _encloses(items, i):
             dropped += 1
             continue
         keep.append(item)
@@ -151,9 +168,17 @@ def device_events(views: list[PlaneView], path: Path) -> tuple[list[Event], int,
                 stats = view.event_stats(ev)
                 if modules is not None and "hlo_module" not in stats:
                     stats.update(modules.at(start))
+                # A TPU op's metadata name is its whole HLO text; its display name is the HLO op
+                # name xprof shows (hlo_op_name), which is also what the HloProto calls it.
+                name = view.op_name(ev.metadata_id) if tpu_style else view.event_name(ev.metadata_id)
                 if tpu_style and "hlo_op" not in stats:
-                    stats["hlo_op"] = view.event_name(ev.metadata_id)
-                events.append(Event(dev, _stream_id(line), lname, view.event_name(ev.metadata_id), start, dur, stats))
+                    stats["hlo_op"] = name
+                # The TPU's own clock of the op (what xprof's hlo_stats sums); the event's span
+                # is the host-synchronised one and runs up to 13% long or short on async copies.
+                device_dur = stats.get("device_duration_ps") if tpu_style else None
+                if isinstance(device_dur, int) and device_dur >= 0:
+                    dur = device_dur
+                events.append(Event(dev, _stream_id(line), lname, name, start, dur, stats))
         if len(events) > before:
             active.append(view)
     return events, containers, active

@@ -65,6 +65,22 @@ def db_value(path: Path, sql: str) -> float:
         conn.close()
 
 
+def hlo_stats(path: Path, tmp: Path) -> list[dict]:
+    """xprof's own hlo_stats rows for an XPlane (run on a copy in tmp: it writes caches beside its input)."""
+    import json
+    import shutil
+
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    from xprof.convert import raw_to_tool_data
+
+    copy = tmp / path.name
+    shutil.copyfile(path, copy)
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "hlo_stats", {})
+    table = json.loads(data)
+    cols = [c["id"] for c in table["cols"]]
+    return [dict(zip(cols, [cell.get("v") for cell in row["c"]])) for row in table["rows"]]
+
+
 def run_porter(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, as a user would."""
     env = dict(os.environ, COLUMNS="160", TF_CPP_MIN_LOG_LEVEL="3")

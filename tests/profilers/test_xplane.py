@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, run_porter
+from conftest import FIXTURES, hlo_stats, run_porter
 from porter.core.errors import TraceFormatError
 from porter.core.opclass import classify_kernel
 from profilers import xplane
@@ -233,15 +233,7 @@ def test_mi300x_device_time_classes_and_xprof(corpus, tmp_path):
     assert by_class.get("conv", 0.0) > 0.5  # a 3-D convolution model
 
     # xprof's hlo_stats (its own converter) on a copy: same self time per HLO op
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    from xprof.convert import raw_to_tool_data
-
-    copy = tmp_path / path.name
-    shutil.copyfile(path, copy)
-    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "hlo_stats", {})
-    table = json.loads(data)
-    cols = [c["id"] for c in table["cols"]]
-    rows = [dict(zip(cols, [cell.get("v") for cell in row["c"]])) for row in table["rows"]]
+    rows = hlo_stats(path, tmp_path)
     assert rows
     mine = ops[~ops["synthetic"]].groupby("name").agg(us=("device_us", "sum"), kernels=("kernel_count", "sum"),
                                                      fw=("framework_op", "first"))
