@@ -20,7 +20,7 @@ import numpy as np
 from porter.core.atomic import atomic_write_text
 from porter.core.errors import PorterError
 from reports.model import Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Estimate, TimeRow
-from reports.render import FORMATS, OUTPUTS, render_all
+from reports.render import FORMATS, OUTPUTS, check_formats, render_all
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
@@ -386,6 +386,7 @@ def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), 
     data: that diagnosis.json as the caller already parsed it (not changed here), else read.
     """
     formats = list(formats)
+    check_formats(formats)
     texts = render_all(model_from_diagnosis(data) if data is not None else load_report_model(diagnosis_dir), formats)
     dest = Path(out) if out is not None else Path(diagnosis_dir)
     if dest.suffix in (".html", ".md", ".json"):

@@ -17,6 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from porter.core.errors import PorterError
+from porter.core.suggest import hint_with
 from reports.model import ReportModel
 from reports.basis import overhead_text
 from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
@@ -177,5 +178,13 @@ def render_all(m: ReportModel, formats: Iterable[str]) -> dict[str, str]:
         elif fmt == "json":
             out["report.json"] = render_json(m)
         else:
-            raise PorterError(f"unknown report format {fmt!r}", hint=f"use one of {', '.join(FORMATS)} or all")
+            check_formats([fmt])
     return out
+
+
+def check_formats(formats: Iterable[str]) -> None:
+    """Each asked format is one porter renders (checked before any diagnosis is read)."""
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise PorterError(f"unknown report format {fmt!r}",
+                              hint=hint_with(fmt, (*FORMATS, "all"), f"use one of {', '.join(FORMATS)} or all"))

@@ -51,11 +51,17 @@ def bench_run(
     Examples: porter bench builtin --on cpu --on cpu:inductor --on xla --on cpu:ort ;
     porter bench suite.toml ; porter bench mlp --on cpu --on cpu:inductor
     """
+    from porter.pipeline.preflight import check_run
+
+    stacks = tuple(on or ())
+    try:
+        check_run(None if what == "builtin" or what.endswith(".toml") else what, stacks)  # before torch loads
+    except PorterError as exc:
+        fail(exc)
     from porter.bench.parquet import export_run
     from porter.bench.store import Store, safe_url
     from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
 
-    stacks = tuple(on or ())
     try:
         if what == "builtin":
             suite = builtin_suite(stacks or BUILTIN_STACKS)

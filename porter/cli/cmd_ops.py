@@ -56,7 +56,7 @@ def ops(
     Examples: porter ops transformer --on xla --on cpu:inductor --on cpu:ort -o ops/ ;
     porter ops --all-core-aten --on xla --on cpu:inductor ; porter ops diff old/ops.json new/ops.json
     """
-    from porter.ops.build import ops_for_core_aten, ops_for_model
+    from porter.pipeline.preflight import check_run
 
     try:
         if model == "diff":
@@ -65,6 +65,9 @@ def ops(
         if more or (model and all_core_aten):
             raise PorterError(f"unexpected arguments {' '.join(filter(None, [model if all_core_aten else None, *(more or [])]))}",
                               hint="porter ops MODEL --on STACK ... or porter ops --all-core-aten --on STACK ...")
+        check_run(None if all_core_aten else model, on)  # before torch loads
+        from porter.ops.build import ops_for_core_aten, ops_for_model
+
         with err.status("porter ops", spinner="dots") as status:
             if all_core_aten:
                 m = ops_for_core_aten(on, catalogue=catalogue, progress=status.update)
