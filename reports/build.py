@@ -24,7 +24,7 @@ from reports.render import FORMATS, OUTPUTS, check_formats, render_all
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
-__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
+__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "remove_reports", "write_reports"]
 
 
 from reports.fields import _f, _get
@@ -375,6 +375,18 @@ def load_report_model(diagnosis_dir: Path) -> ReportModel:
     if not isinstance(data, dict):
         raise PorterError(f"{DIAGNOSIS} is not a JSON object", path=path)
     return model_from_diagnosis(data)
+
+
+def remove_reports(folder: Path) -> list[Path]:
+    """Delete the report files porter writes (every format's) from folder, and say which: a new
+    diagnosis into an old folder must not leave the last run's report.json beside its report.html."""
+    gone = []
+    for name in dict.fromkeys(n for names in OUTPUTS.values() for n in names):
+        path = Path(folder) / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            gone.append(path)
+    return gone
 
 
 def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None,
