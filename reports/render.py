@@ -8,6 +8,7 @@ strings from reports.charts, which escape their own text, marked safe here.
 from __future__ import annotations
 
 import json
+import re
 import math
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -33,9 +34,16 @@ OP_SHAPES_MD = 30
 BREAK_AFTER = ("/", ",", "_", ".", ":")  # where a long name may wrap in a table cell
 
 
+# what Markdown would read as raw HTML (a tag, comment or declaration) or as an entity; anything
+# else (`->`, `<=`, `a & b`) is literal there and stays as typed, so the .md reads as plain text too
+MD_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
 def md_text(v: Any) -> str:
-    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line."""
-    s = str(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line. Escaped
+    for Markdown (a backslash), never for HTML: `->` stays `->`, not `-&gt;`."""
+    s = MD_ENTITY.sub(r"\\&", MD_TAG.sub(r"\\<", str(v)))
     return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
