@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 from porter.core.errors import TraceFormatError
+from porter.core.suggest import hint_with
 from profilers import READER_MODULES
 from profilers.base import ReadResult, read_head
 from profilers.limits import check_regular
@@ -60,5 +61,5 @@ def read_trace(path: Path, fmt: str | None = None) -> ReadResult:
     if fmt is None:
         fmt = detect(path)
     elif fmt not in known:
-        raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=f"choose from {', '.join(sorted(known))}")
+        raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=hint_with(fmt, known, f"choose from {', '.join(sorted(known))}"))
     return known[fmt].read(path).validated()

@@ -20,11 +20,11 @@ import numpy as np
 from porter.core.atomic import atomic_write_text
 from porter.core.errors import PorterError
 from reports.model import Note, OpCallRow, OpShapeRow, PortabilityRow, ReportModel, Side, Estimate, TimeRow
-from reports.render import FORMATS, OUTPUTS, render_all
+from reports.render import FORMATS, OUTPUTS, check_formats, render_all
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us, short_dtypes, short_shapes
 
 DIAGNOSIS = "diagnosis.json"
-__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "write_reports"]
+__all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "remove_reports", "write_reports"]
 
 
 from reports.fields import _f, _get
@@ -377,6 +377,18 @@ def load_report_model(diagnosis_dir: Path) -> ReportModel:
     return model_from_diagnosis(data)
 
 
+def remove_reports(folder: Path) -> list[Path]:
+    """Delete the report files porter writes (every format's) from folder, and say which: a new
+    diagnosis into an old folder must not leave the last run's report.json beside its report.html."""
+    gone = []
+    for name in dict.fromkeys(n for names in OUTPUTS.values() for n in names):
+        path = Path(folder) / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            gone.append(path)
+    return gone
+
+
 def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), out: Path | None = None,
                   data: dict[str, Any] | None = None) -> list[Path]:
     """Render diagnosis_dir/diagnosis.json and write each file atomically.
@@ -386,6 +398,7 @@ def write_reports(diagnosis_dir: Path, formats: Iterable[str] = ("html", "md"), 
     data: that diagnosis.json as the caller already parsed it (not changed here), else read.
     """
     formats = list(formats)
+    check_formats(formats)
     texts = render_all(model_from_diagnosis(data) if data is not None else load_report_model(diagnosis_dir), formats)
     dest = Path(out) if out is not None else Path(diagnosis_dir)
     if dest.suffix in (".html", ".md", ".json"):

@@ -8,6 +8,7 @@ strings from reports.charts, which escape their own text, marked safe here.
 from __future__ import annotations
 
 import json
+import re
 import math
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -17,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from porter.core.errors import PorterError
+from porter.core.suggest import hint_with
 from reports.model import ReportModel
 from reports.basis import overhead_text
 from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
@@ -32,9 +34,16 @@ OP_SHAPES_MD = 30
 BREAK_AFTER = ("/", ",", "_", ".", ":")  # where a long name may wrap in a table cell
 
 
+# what Markdown would read as raw HTML (a tag, comment or declaration) or as an entity; anything
+# else (`->`, `<=`, `a & b`) is literal there and stays as typed, so the .md reads as plain text too
+MD_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
 def md_text(v: Any) -> str:
-    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line."""
-    s = str(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line. Escaped
+    for Markdown (a backslash), never for HTML: `->` stays `->`, not `-&gt;`."""
+    s = MD_ENTITY.sub(r"\\&", MD_TAG.sub(r"\\<", str(v)))
     return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
@@ -177,5 +186,13 @@ def render_all(m: ReportModel, formats: Iterable[str]) -> dict[str, str]:
         elif fmt == "json":
             out["report.json"] = render_json(m)
         else:
-            raise PorterError(f"unknown report format {fmt!r}", hint=f"use one of {', '.join(FORMATS)} or all")
+            check_formats([fmt])
     return out
+
+
+def check_formats(formats: Iterable[str]) -> None:
+    """Each asked format is one porter renders (checked before any diagnosis is read)."""
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise PorterError(f"unknown report format {fmt!r}",
+                              hint=hint_with(fmt, (*FORMATS, "all"), f"use one of {', '.join(FORMATS)} or all"))

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The README's test command: a fresh virtual environment, the CPU dependency set, the suite.
+# The README's test command: the CPU dependency set in .venv (the one scripts/demo.sh uses,
+# reused while current: scripts/venv.sh), then the suite. In CI ($CI set, as .ci/run does) or with
+# PORTER_FRESH_VENV=1 it builds a fresh environment of its own, .venv-ci, so a dependency missing
+# from pyproject.toml fails there; .venv is never touched then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf .venv
-python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -c constraints/cpu.txt -e '.[test]'
+source scripts/venv.sh
+VENV=.venv
+if [ -n "${CI:-}" ] || [ "${PORTER_FRESH_VENV:-}" = 1 ]; then
+  VENV=.venv-ci
+  porter_venv "$VENV" fresh
+else
+  porter_venv "$VENV"
+fi
 # The report tests open report.html in headless Chromium (tests/reports/test_report_browser.py): install
 # it when missing and we may (root with apt-get); otherwise those tests fail, naming the fix,
 # rather than skip, so this command either tests everything or says what is missing.
@@ -15,5 +23,5 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 fi
 export PORTER_REQUIRE_BROWSER=1
 # The layer contracts (pyproject.toml [tool.importlinter]): a wrong import fails here.
-.venv/bin/lint-imports --no-cache
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+"$VENV/bin/lint-imports" --no-cache
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

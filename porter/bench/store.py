@@ -52,6 +52,17 @@ def default_db() -> str:
     return str(base / "porter" / "bench.sqlite")
 
 
+def runs_dir(url: str) -> Path:
+    """Where a run's Parquet artifact goes unless --export says: beside a SQLite store
+    (``bench.sqlite`` -> ``bench-runs/``), else the user's data folder; never the current
+    directory, which a user did not ask porter to write into."""
+    if not is_postgres(url):
+        path = Path(url.removeprefix("sqlite:///")).expanduser()
+        return path.with_name(f"{path.stem}-runs")
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "porter" / "bench-runs"
+
+
 def safe_url(url: str) -> str:
     """A store's address fit to print: the password masked."""
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)

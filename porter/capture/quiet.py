@@ -31,6 +31,14 @@ class NativeLog:
         if self.text:
             (Path(bundle_dir) / LOG).write_text(self.text)
 
+    def save_as(self, path: Path) -> Path | None:
+        """Write the text to path (its folder made); None when nothing was printed."""
+        if not self.text:
+            return None
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(self.text)
+        return Path(path)
+
 
 @contextlib.contextmanager
 def third_party_output() -> Iterator[NativeLog]:

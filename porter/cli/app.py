@@ -22,7 +22,7 @@ app = typer.Typer(
         "(CUDA -> TPU, CUDA -> ROCm, eager -> compiled), and what to fix first.\n\n"
         "Start with `porter diagnose MODEL --from cpu --to xla` (runs both sides now) or "
         "`porter diagnose --from A.json.gz --to B.json.gz` (two recorded traces); it writes "
-        "diagnosis.json, report.html, report.md and summary.md. `porter show TRACE` looks at one trace."
+        "diagnosis.json, report.html, report.md, summary.md and summary.html. `porter show TRACE` looks at one trace."
     ),
     no_args_is_help=True,
     add_completion=False,

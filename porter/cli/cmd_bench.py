@@ -34,7 +34,7 @@ def bench_run(
     what: str = typer.Argument(..., help="SUITE.toml, `builtin` (porter's models on every stack) or one model (built-in name or FILE.py:factory)."),
     on: Optional[list[str]] = typer.Option(None, "--on", help="Target to run on (repeat: --on cpu --on xla); overrides the suite's stacks."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    export: Path = typer.Option(Path("porter-bench-runs"), "--export", help="Folder for the run's Parquet artifact."),
+    export: Optional[Path] = typer.Option(None, "--export", help="Folder for the run's Parquet artifact and its log (default: beside a SQLite store, bench.sqlite -> bench-runs/; for PostgreSQL ~/.local/share/porter/bench-runs)."),
     mode: str = typer.Option("inference", "--mode", help="One model: inference or train."),
     dtype: str = typer.Option("float32", "--dtype", help="One model: float32, float64, bfloat16 or float16."),
     threshold: float = typer.Option(0.05, "--threshold", help="One model: practical threshold for regressions (0.05 = 5%)."),
@@ -51,11 +51,18 @@ def bench_run(
     Examples: porter bench builtin --on cpu --on cpu:inductor --on xla --on cpu:ort ;
     porter bench suite.toml ; porter bench mlp --on cpu --on cpu:inductor
     """
-    from porter.bench.parquet import export_run
-    from porter.bench.store import Store, safe_url
-    from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
+    from porter.pipeline.preflight import check_run
 
     stacks = tuple(on or ())
+    try:
+        check_run(None if what == "builtin" or what.endswith(".toml") else what, stacks)  # before torch loads
+    except PorterError as exc:
+        fail(exc)
+    from porter.bench.parquet import export_run
+    from porter.bench.store import Store, runs_dir, safe_url
+    from porter.capture.quiet import third_party_output
+    from porter.bench.suite import BUILTIN_STACKS, builtin_suite, load_suite, single_case, with_stacks
+
     try:
         if what == "builtin":
             suite = builtin_suite(stacks or BUILTIN_STACKS)
@@ -64,13 +71,16 @@ def bench_run(
         else:
             suite = single_case(what, stacks or ("cpu",), mode=mode, dtype=dtype, threshold=threshold)
         store = Store(db)  # a bad suite or store fails here, before torch loads
+        export = export or runs_dir(store.url)
         from porter.bench.runner import RunnerOptions, run_suite
 
         opts = RunnerOptions(warmup=warmup, min_samples=min_samples, max_samples=max_samples, target_ci=target_ci,
                              budget_s=budget, threads=threads)
-        run = run_suite(suite, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
+        with third_party_output() as native:  # the stacks' warnings (FutureWarning, USDT lines) to the run's log
+            run = run_suite(suite, opts, progress=lambda msg: err.print(f"porter: {msg}", highlight=False, markup=False))
         store.write_run(run)
         path = export_run(run, export)
+        log = native.save_as(path.with_suffix(".log"))
         rerun = None
         if confirm:
             from porter.bench.confirm import confirm_suspects
@@ -82,6 +92,8 @@ def bench_run(
         fail(exc)
     print_run(suite.name, run)
     out.print(f"stored in {safe_url(store.url)}; artifact {path}", highlight=False, markup=False, soft_wrap=True)
+    if log is not None:
+        out.print(f"third-party output (warnings, native lines) in {log}", highlight=False, markup=False, soft_wrap=True)
     if confirm:
         out.print(f"re-ran {len(rerun.results)} suspect series as run {rerun.run_id[:12]}: see `porter regress`" if rerun
                   else "no suspect series to re-run", highlight=False, markup=False)

@@ -30,6 +30,12 @@ def capture(
 
     Example: porter capture transformer --on cpu:inductor -o captures/tf_inductor
     """
+    from porter.pipeline.preflight import check_run
+
+    try:
+        check_run(model, [on])  # before torch loads
+    except PorterError as exc:
+        fail(exc)
     from porter.capture.options import CaptureOptions
     from porter.capture.run import capture as run_capture
     from porter.runtime.policy import measured
@@ -79,16 +85,17 @@ def models() -> None:
     out.print(table)
 
 
-def targets() -> None:
-    """List targets (DEVICE:STACK) and whether each can run on this machine, and if not why."""
-    from rich.markup import escape
+def targets(
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds each stack's probe may take (its own process) before its row says it hangs."),
+) -> None:
+    """List targets (DEVICE:STACK) and whether each can run on this machine, and if not why.
 
-    from porter.targets import all_targets, get_stack
+    Each stack is probed in its own process, a row printed as soon as its stack answers."""
+    from porter.pipeline.probe import probe_targets
 
-    table = Table(title="targets on this machine", title_justify="left")
-    for col in ("target", "available", "reason / remedy"):
-        table.add_column(col, overflow="fold")
-    for spec in all_targets():
-        a = get_stack(spec.stack).availability(spec.device)
-        table.add_row(spec.text, "yes" if a.ok else "no", "" if a.ok else escape(f"{a.reason}; {a.remedy}"))
-    out.print(table)
+    width = 16
+    out.print(f"{'target':<{width}} {'available':<9}  reason / remedy", style="bold", highlight=False)
+    for row in probe_targets(timeout):
+        why = "" if row.ok else row.reason + (f"; {row.remedy}" if row.remedy else "")
+        out.print(f"{row.target:<{width}} {'yes' if row.ok else 'no':<9}  {why}", highlight=False, markup=False,
+                  soft_wrap=True)

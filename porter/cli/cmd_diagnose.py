@@ -39,6 +39,14 @@ def diagnose(
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
     """
+    from porter.pipeline.preflight import check_inputs
+
+    try:
+        check_inputs(src, tgt, model)  # every typo said at once, before torch, jax or the tables load
+        if oracle not in (None, "fp64"):
+            raise PorterError(f"--oracle must be fp64, not {oracle!r}")
+    except PorterError as exc:
+        fail(exc)
     import shlex
 
     import orjson
@@ -51,8 +59,6 @@ def diagnose(
     if runs_no_model(sys.argv[1:]):
         object_strings()
     set_max_inflate(max_inflate)
-    if oracle not in (None, "fp64"):
-        fail(PorterError(f"--oracle must be fp64, not {oracle!r}"))
     opts = CaptureOptions(steps=steps, warmup=warmup, repeats=repeats)
     command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     try:

@@ -11,6 +11,7 @@ from porter.cli.console import Table, Text, fail, out, print_error, print_warnin
 from porter.cli.process import MAX_INFLATE_HELP, imports_settled, set_max_inflate
 from porter.core.atomic import OutputError
 from porter.core.errors import PorterError
+from porter.core.suggest import did_you_mean
 from porter.core.units import fmt_us
 
 
@@ -82,7 +83,7 @@ def show(
     imports_settled()
     set_max_inflate(max_inflate)
     if by not in GROUPINGS:
-        fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}"))
+        fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}", hint=did_you_mean(by, GROUPINGS) or None))
     if (target / "diagnosis.json").is_file():
         return show_diagnosis(target, by, top)
     try:

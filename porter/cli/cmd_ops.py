@@ -55,16 +55,24 @@ def ops(
 
     Examples: porter ops transformer --on xla --on cpu:inductor --on cpu:ort -o ops/ ;
     porter ops --all-core-aten --on xla --on cpu:inductor ; porter ops diff old/ops.json new/ops.json
+
+    Exit codes of `porter ops diff` (as `porter regress`): 0 = no status got worse; 1 = at least
+    one op variation's status got worse on a stack; 2 = a user error (missing or bad ops.json).
     """
-    from porter.ops.build import ops_for_core_aten, ops_for_model
+    from porter.pipeline.preflight import check_run
 
     try:
         if model == "diff":
-            _ops_diff(more or [])
+            worse = _ops_diff(more or [])
+            if worse:
+                raise typer.Exit(1)
             return
         if more or (model and all_core_aten):
             raise PorterError(f"unexpected arguments {' '.join(filter(None, [model if all_core_aten else None, *(more or [])]))}",
                               hint="porter ops MODEL --on STACK ... or porter ops --all-core-aten --on STACK ...")
+        check_run(None if all_core_aten else model, on)  # before torch loads
+        from porter.ops.build import ops_for_core_aten, ops_for_model
+
         with err.status("porter ops", spinner="dots") as status:
             if all_core_aten:
                 m = ops_for_core_aten(on, catalogue=catalogue, progress=status.update)
@@ -92,7 +100,8 @@ def ops(
     out.print(f"wrote {dest}, {', '.join(str(p) for p in pages)}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _ops_diff(files: list[str]) -> None:
+def _ops_diff(files: list[str]) -> int:
+    """Print the changes; the number that got worse (the exit code's reason)."""
     from porter.ops.diff import diff_matrices, version_changes
     from porter.ops.matrix import read_matrix
 
@@ -104,10 +113,14 @@ def _ops_diff(files: list[str]) -> None:
     changes = diff_matrices(a, b)
     if not changes:
         out.print("no status changed", highlight=False, markup=False)
-        return
+        return 0
     table = Table(title=f"{len(changes)} status changes", title_justify="left")
     for col in ("op variation", "stack", "before", "after", "change"):
         table.add_column(col, overflow="fold")
     for c in changes:
         table.add_row(c.key, c.target, c.before, c.after, c.direction)
     out.print(table)
+    worse = sum(1 for c in changes if c.direction == "worse")
+    if worse:
+        out.print(f"{worse} status change{'s' if worse > 1 else ''} worse (exit 1)", highlight=False, markup=False)
+    return worse

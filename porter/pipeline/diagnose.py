@@ -286,11 +286,13 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
 
 
 def finish(doc: Document, report: bool, progress: Progress, t0: float) -> Path:
-    """The reports, rendered from the payload in memory, then diagnosis.json with every phase timed."""
-    total = lambda: time.perf_counter() - t0 + doc.seconds.get("read", 0.0)  # noqa: E731
-    if report:
-        from reports.build import write_reports  # rendering only; the analysis does not need it
+    """The reports, rendered from the payload in memory, then diagnosis.json with every phase timed.
+    Report files an earlier run left in the folder go first, whether or not this one writes its own."""
+    from reports.build import remove_reports, write_reports  # rendering only; the analysis does not need it
 
+    total = lambda: time.perf_counter() - t0 + doc.seconds.get("read", 0.0)  # noqa: E731
+    remove_reports(doc.path.parent)
+    if report:
         progress("writing reports")
         t2 = time.perf_counter()
         doc.seconds["total"] = total()  # the reports state the time up to them

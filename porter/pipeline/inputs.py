@@ -7,8 +7,8 @@ missing GPU fails in a second, not after the source's capture), captures live si
 porter-named scratch folders (porter.core.atomic) and removes those on the way out, success or failure. diagnose()
 then only ever sees two bundles.
 
-Trace and bundle inputs never import torch: the target parser is imported only when a
-side names no existing path.
+Trace and bundle inputs never import torch, and neither does telling a typo from a target:
+porter.pipeline.preflight checks both sides and the model by their words first.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def classify(text: str | Path, role: str) -> InputSpec:
     path = Path(text)
     if path.exists():
         return InputSpec(text, InputKind.BUNDLE if is_bundle(path) else InputKind.TRACE, role)
-    from porter.targets import parse_target  # imports torch: only when no path matched
+    from porter.core.targetspec import parse_target
 
     try:
         parse_target(text)
@@ -83,13 +83,21 @@ def classify(text: str | Path, role: str) -> InputSpec:
 
 
 def check_available(specs: list[InputSpec]) -> None:
-    """Every target to capture runs here, checked before anything is captured."""
+    """Every target to capture runs here, checked before anything is captured; when neither
+    does, both are said in one line."""
+    from porter.core.errors import TargetUnavailable
     from porter.targets import resolve
 
+    missing = []
     for spec in specs:
         if spec.kind is InputKind.TARGET:
             target, stack = resolve(spec.text)
-            stack.availability(target.device).raise_if_missing(f"{spec.text} ({spec.role})")
+            a = stack.availability(target.device)
+            if not a.ok:
+                missing.append(f"{spec.role} {spec.text} is not available here: {a.reason}"
+                               + (f" ({a.remedy})" if a.remedy else ""))
+    if missing:
+        raise TargetUnavailable("; ".join(missing))
 
 
 def scratch_dir(workdir: Path, role: str) -> Path:
@@ -111,6 +119,9 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
     side runs cast (or under torch.autocast).
     Scratch capture folders under workdir are removed when the block ends, however it ends.
     """
+    from porter.pipeline.preflight import check_inputs
+
+    check_inputs(source, target, model)  # every typo of both sides and the model, before any import
     specs = [classify(source, "source"), classify(target, "target")]
     live = [s for s in specs if s.kind is InputKind.TARGET]
     with contextlib.ExitStack() as stack:
@@ -126,10 +137,6 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
              interleave: Any, progress: Progress, policy: Any, target_dtype: str = "",
              target_autocast: str = "") -> Iterator[ResolvedPair]:
-    if live and model is None and len(live) < 2:
-        raise PorterError(f"{live[0].role} {live[0].text!r} is a target to capture, which needs a MODEL",
-                          hint="give a MODEL (e.g. `porter diagnose transformer --from cpu --to xla`), "
-                               "or a bundle or trace file for that side")
     model_spec = None
     if target_dtype or target_autocast:
         options = check_target_precision(specs[1], target_dtype, target_autocast, options)

@@ -17,18 +17,8 @@ from typing import Iterator
 
 from porter.core.errors import PorterError
 from porter.core.stacks import STACKS
-from porter.targets.base import (
-    AUTO_DEVICE,
-    DEFAULT_STACK,
-    DEVICES,
-    Activations,
-    Availability,
-    CaptureFailure,
-    Prepared,
-    Stack,
-    TargetSpec,
-    parse_target,
-)
+from porter.core.targetspec import AUTO_DEVICE, DEFAULT_STACK, DEVICES, TargetSpec, parse_target
+from porter.targets.base import Activations, Availability, CaptureFailure, Prepared, Stack
 
 # stack name -> module, from the one registry; the order is the order `porter targets` lists them in.
 STACK_MODULES: dict[str, str] = {name: info.module for name, info in STACKS.items()}

@@ -27,24 +27,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from porter.core.errors import PorterError, TargetUnavailable
+from porter.core.targetspec import AUTO_DEVICE
 from porter.core.tags import module_path, module_range
 from porter.targets.failure import CaptureFailure, describe_failure
 from porter.targets.outputs import output_leaves
-
-DEVICES: tuple[str, ...] = ("cpu", "cuda", "rocm", "mps", "tpu")
-AUTO_DEVICE = "auto"  # a bare stack name: the stack picks its own default platform
-DEFAULT_STACK: dict[str, str] = {"cpu": "eager", "cuda": "eager", "rocm": "eager", "mps": "eager", "tpu": "xla"}
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    device: str  # one of DEVICES, or AUTO_DEVICE for a bare stack name
-    stack: str  # a registered stack name
-
-    @property
-    def text(self) -> str:
-        return self.stack if self.device == AUTO_DEVICE else f"{self.device}:{self.stack}"
-
 
 @dataclass(frozen=True)
 class Availability:
@@ -397,25 +383,3 @@ class Stack(abc.ABC):
         from porter.targets.ceilings import torch_ceilings
 
         return torch_ceilings(device, dtype)
-
-
-def parse_target(text: str) -> TargetSpec:
-    """'cpu' -> cpu:eager, 'cuda:inductor', 'tpu' -> tpu:xla, 'xla' -> JAX's default platform."""
-    from porter.targets import STACK_MODULES  # the registry names the stacks
-
-    raw = (text or "").strip().lower()
-    device, _, stack = raw.partition(":")
-    if not stack and device in STACK_MODULES and device not in DEVICES:
-        device, stack = AUTO_DEVICE, device
-    if device not in DEVICES and device != AUTO_DEVICE:
-        raise PorterError(
-            f"unknown device {device!r} in target {text!r}",
-            hint=f"a target is DEVICE[:STACK] with DEVICE one of {', '.join(DEVICES)} and STACK one of {', '.join(STACK_MODULES)}",
-        )
-    stack = stack or DEFAULT_STACK[device]
-    if stack not in STACK_MODULES:
-        raise PorterError(
-            f"unknown stack {stack!r} in target {text!r}",
-            hint=f"stacks: {', '.join(STACK_MODULES)}",
-        )
-    return TargetSpec(device, stack)

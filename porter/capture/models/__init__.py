@@ -20,9 +20,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from porter.capture.modelref import DEFAULT_MODEL, check_model_ref, is_file_ref
 from porter.core.errors import PorterError
-
-DEFAULT_MODEL = "transformer"
 
 
 @dataclass
@@ -92,14 +91,11 @@ def _importable_beside(path: Path) -> Iterator[None]:
 
 
 def _load_factory(ref: str) -> Callable[[], Any]:
+    check_model_ref(ref)  # a reference, to a file that exists
     target, _, attr = ref.rpartition(":")
-    if not target or not attr:
-        raise PorterError(f"model {ref!r} is not a factory reference", hint="use FILE.py:factory or package.module:factory")
     try:
-        if target.endswith(".py") or "/" in target:
+        if is_file_ref(target):
             path = Path(target)
-            if not path.is_file():
-                raise PorterError("no such model file", path=path)
             mod_name = f"porter_user_model_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
             spec = importlib.util.spec_from_file_location(mod_name, path)
             if spec is None or spec.loader is None:
@@ -150,11 +146,7 @@ def load_model(spec: str) -> ModelSpec:
     spec = (spec or DEFAULT_MODEL).strip()
     if spec in BUILTINS:
         return from_factory(spec, BUILTINS[spec].factory, "builtin")
-    if ":" not in spec:
-        raise PorterError(
-            f"unknown model {spec!r}",
-            hint=f"built-ins: {', '.join(BUILTINS)}; or pass FILE.py:factory / package.module:factory",
-        )
+    check_model_ref(spec)
     name = spec.rpartition(":")[2]
     return from_factory(name, _load_factory(spec), spec)
 
