@@ -41,6 +41,7 @@ import pandas as pd
 from porter.core.errors import PorterError
 from porter.analysis.opcost import DTYPE_BYTES, canonical_dtype, gemm_dims, tensors_of
 from porter.analysis.perfmodel import Ceilings, roofline_us
+from porter.analysis.recipes import Recipe, parse_recipes
 from porter.core.stacks import STACK_NAMES
 
 CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
@@ -96,6 +97,7 @@ class FixEntry:
     first_step: str
     applies_when: Mapping[str, Any]
     first_steps: Mapping[str, str] = field(default_factory=dict)  # per target stack, over first_step
+    apply: Mapping[str, tuple[Recipe, ...]] = field(default_factory=dict)  # per stack: what porter tune can set
 
     @property
     def mid_days(self) -> float:
@@ -109,6 +111,10 @@ class Catalogue:
 
     def get(self, fix_id: str) -> FixEntry:
         return next(f for f in self.fixes if f.id == fix_id)
+
+    def recipes(self, stack: str) -> tuple[Recipe, ...]:
+        """Every recipe for one catalogue stack, in catalogue order (porter tune's candidates)."""
+        return tuple(r for f in self.fixes for r in f.apply.get(stack, ()))
 
 
 def _read_toml(path: Path) -> dict:
@@ -163,8 +169,9 @@ def _build(raw: dict, path: Path) -> Catalogue:
         steps = entry.get("first_steps", {})
         if not isinstance(steps, dict) or not all(k in STACK_NAMES and isinstance(v, str) and v for k, v in steps.items()):
             raise bad(f"fix {fid!r}: first_steps must map stacks ({', '.join(STACK_NAMES)}) to non-empty strings")
+        recipes = parse_recipes(entry.get("apply"), fid, STACK_NAMES, bad)
         fixes.append(FixEntry(entry["id"], entry["title"], entry["kind"], entry["tier"], days,
-                              entry["why"], entry["first_step"], dict(cond), dict(steps)))
+                              entry["why"], entry["first_step"], dict(cond), dict(steps), recipes))
     ids = [f.id for f in fixes]
     if len(set(ids)) != len(ids):
         raise bad(f"duplicate fix ids {sorted({i for i in ids if ids.count(i) > 1})}")

@@ -86,6 +86,8 @@ def prepare_step(case: Case, target: str) -> Step:
         trains = [name for name, info in STACKS.items() if info.train_step]
         raise PorterError(f"train mode runs on the {' and '.join(trains)} stacks, not {stack.name}")
     model = case_model(case)
+    if case.recipes_for(target):
+        return _tuned_step(case, model, spec.text, stack.resolve_device(spec.device), stack)
     prepared = stack.prepare(model, spec.device)
     if case.mode == "train":
         run = _train_step(stack, prepared)
@@ -98,6 +100,28 @@ def prepare_step(case: Case, target: str) -> Step:
 
     info = {k: v for k, v in prepared.info.items() if not k.startswith("_") and isinstance(v, (str, int, float, bool))}
     return Step(spec.text, stack, prepared.device, run, info)
+
+
+def _tuned_step(case: Case, model: ModelSpec, target: str, device: str, stack: Stack) -> Step:
+    """The target with porter tune's recipes applied (porter.capture.tuned), as tune measured it."""
+    from porter.analysis.fixes import load_catalogue
+    from porter.analysis.recipes import combine
+    from porter.capture.tuned import prepare_side
+
+    if case.mode != "inference":
+        raise PorterError(f"case {case.name!r}: tuned targets run in inference mode only")
+    side_stack = STACKS[stack.name].catalogue_key(device)
+    by_name = {r.name: r for r in load_catalogue().recipes(side_stack)}
+    names = case.recipes_for(target)
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise PorterError(f"case {case.name!r}: no recipe {unknown[0]!r} for {side_stack}")
+    settings = combine(tuple(by_name[n] for n in names))
+    if settings is None:
+        raise PorterError(f"case {case.name!r}: recipes {', '.join(names)} set one thing two ways")
+    side = prepare_side(model, target, settings)
+    info = {"tuned": "+".join(names)}
+    return Step(target, stack, side.prepared.device, side.step(), info)
 
 
 __all__ = ["Step", "case_model", "prepare_step"]

@@ -17,6 +17,8 @@ run on a list of targets. SUITE.toml::
     mode = "inference"             # or "train"
     stacks = ["cpu", "cpu:inductor"]   # optional override
     threshold = 0.10               # optional per-case override
+    [case.tuned]                   # optional: a target run with `porter tune` recipes (inference)
+    "cpu:inductor" = ["freezing", "max-autotune"]
 
 Only builtin_suite() imports torch (to list the built-in models); reading a file does not.
 """
@@ -45,11 +47,16 @@ class Case:
     dtype: str = "float32"
     mode: str = "inference"
     threshold: float = DEFAULT_THRESHOLD
+    tuned: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (target, recipe names): porter tune's kept settings
 
     def describe(self) -> dict[str, Any]:
         """The case's identity as stored beside its results."""
         return {"model": self.model, "shapes": [list(s) for s in self.shapes], "dtype": self.dtype,
-                "mode": self.mode, "threshold": self.threshold}
+                "mode": self.mode, "threshold": self.threshold,
+                **({"tuned": {t: list(r) for t, r in self.tuned}} if self.tuned else {})}
+
+    def recipes_for(self, target: str) -> tuple[str, ...]:
+        return dict(self.tuned).get(target, ())
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,18 @@ def _checked(case: Case, where: str) -> Case:
     return case
 
 
+def _tuned(raw: Any, stacks: tuple[str, ...], where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not all(isinstance(v, list) and v and all(isinstance(n, str) for n in v)
+                                            for v in raw.values()):
+        raise PorterError(f"{where}: tuned must map a target to a list of recipe names (porter tune's tuned-bench.toml)")
+    missing = [t for t in raw if t not in stacks]
+    if missing:
+        raise PorterError(f"{where}: tuned names {missing[0]!r}, which is not among the case's stacks")
+    return tuple((t, tuple(v)) for t, v in raw.items())
+
+
 def _shapes(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
     if raw is None:
         return ()
@@ -131,7 +150,8 @@ def load_suite(path: Path, stacks_override: tuple[str, ...] = ()) -> Suite:
         seen.add(name)
         stacks = tuple(stacks_override or row.get("stacks", default_stacks))
         case = Case(name, model, stacks, _shapes(row.get("shapes"), where), str(row.get("dtype", "float32")),
-                    str(row.get("mode", "inference")), float(row.get("threshold", default_threshold)))
+                    str(row.get("mode", "inference")), float(row.get("threshold", default_threshold)),
+                    _tuned(row.get("tuned"), stacks, where))
         cases.append(_checked(case, where))
     return Suite(str(head.get("name") or path.stem), tuple(cases))
 

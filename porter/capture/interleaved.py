@@ -106,31 +106,44 @@ def _machine_load() -> tuple[float | None, int]:
     return load, os.cpu_count() or 0
 
 
-def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = InterleaveOptions(),
-                     clock: Callable[[], float] = time.perf_counter, headline_clock: str = "wall") -> PairedTiming:
-    """Warm both, then time pairs alternately until the interval is narrow or the budget ends.
-    headline_clock: "wall", or "cpu" for two single-threaded CPU stacks (see the module docstring)."""
+@dataclass
+class Rounds:
+    """Seconds per forward of each named side, round i of every side taken back to back, on
+    both clocks (`samples` the headline clock's, `other` the other's)."""
+
+    samples: dict[str, list[float]]
+    other: dict[str, list[float]]
+    forward_first: list[bool] = field(default_factory=list)  # round i ran the sides in the given order
+    stopped: str = ""
+    elapsed_s: float = 0.0
+
+
+def time_rounds(steps: dict[str, Step], opts: InterleaveOptions = InterleaveOptions(),
+                clock: Callable[[], float] = time.perf_counter, headline_clock: str = "wall",
+                watch: tuple[str, str] | None = None) -> Rounds:
+    """Warm every side, then time rounds in the given order and reversed, alternately (A B C,
+    C B A, ...), so each pair of sides sees both orders within two rounds (ab_ba_blocks); stop
+    once watch's (reference, side) ratio interval is narrow, or the budget ends. Two sides are
+    the headline's A B, B A; tune's three are the source, the untuned and the tuned target."""
     if headline_clock not in CLOCKS:
         raise ValueError(f"headline_clock must be one of {CLOCKS}, not {headline_clock!r}")
+    names = list(steps)
+    ref, side = watch or (names[0], names[-1])
     for _ in range(opts.warmup):
-        source()
-        target()
-    out = PairedTiming(clock=headline_clock)
+        for name in names:
+            steps[name]()
+    out = Rounds({n: [] for n in names}, {n: [] for n in names})
     pick = 1 if headline_clock == "cpu" else 0
     next_check = max(opts.min_pairs, opts.min_pairs_narrow, opts.check_every)
     start = clock()
     while True:
-        n = len(out.source_s)
-        first_source = n % 2 == 0
-        if first_source:
-            s, t = timed_call(source), timed_call(target)
-        else:
-            t, s = timed_call(target), timed_call(source)
-        out.source_s.append(s[pick])
-        out.target_s.append(t[pick])
-        out.other_s["source"].append(s[1 - pick])
-        out.other_s["target"].append(t[1 - pick])
-        out.source_first.append(first_source)
+        n = len(out.forward_first)
+        forward = n % 2 == 0
+        for name in (names if forward else names[::-1]):
+            t = timed_call(steps[name])
+            out.samples[name].append(t[pick])
+            out.other[name].append(t[1 - pick])
+        out.forward_first.append(forward)
         n += 1
         elapsed = clock() - start
         if n >= opts.max_pairs:
@@ -139,9 +152,20 @@ def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = Inter
             out.stopped = "budget"
         elif n >= next_check and elapsed >= opts.min_seconds_narrow:  # the bootstrap costs O(n): check less often
             next_check = max(n + opts.check_every, int(n * 1.25))
-            if out.interval().half_width <= opts.goal_half_width:
+            if paired_ratio(*ab_ba_blocks(out.samples[ref], out.samples[side])).half_width <= opts.goal_half_width:
                 out.stopped = "narrow"
         if out.stopped:
             out.elapsed_s = elapsed
-            out.load_average, out.cpus = _machine_load()
             return out
+
+
+def time_interleaved(source: Step, target: Step, opts: InterleaveOptions = InterleaveOptions(),
+                     clock: Callable[[], float] = time.perf_counter, headline_clock: str = "wall") -> PairedTiming:
+    """Warm both, then time pairs alternately until the interval is narrow or the budget ends.
+    headline_clock: "wall", or "cpu" for two single-threaded CPU stacks (see the module docstring)."""
+    rounds = time_rounds({"source": source, "target": target}, opts, clock, headline_clock)
+    out = PairedTiming(rounds.samples["source"], rounds.samples["target"], clock=headline_clock,
+                       other_s={"source": rounds.other["source"], "target": rounds.other["target"]},
+                       source_first=rounds.forward_first, stopped=rounds.stopped, elapsed_s=rounds.elapsed_s)
+    out.load_average, out.cpus = _machine_load()
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from porter.cli import cmd_bench, cmd_capture, cmd_diagnose, cmd_ingest, cmd_ops, console, process
+from porter.cli import cmd_bench, cmd_capture, cmd_diagnose, cmd_ingest, cmd_ops, cmd_tune, console, process
 from porter.cli import params as cli_params
 
 process.flag_type_hidden()
@@ -65,6 +65,7 @@ bench_app.command("import")(cmd_bench.bench_import)
 
 app.command()(cmd_bench.regress)
 app.command()(cmd_ops.ops)
+app.command()(cmd_tune.tune)
 
 
 def main() -> None:

@@ -198,6 +198,7 @@ class Stack(abc.ABC):
     dtypes: tuple[str, ...] = ("fp32", "fp64", "bf16", "fp16")  # what `--dtype` may ask of it (porter.capture.precision)
     dtype_note: str = ""  # why a dtype is missing from dtypes
     autocast_note: str = ""  # why `--autocast` is not offered ("" = the model's forward may run under torch.autocast)
+    tuned_keys: tuple[str, ...] = ()  # recipe settings (porter.analysis.recipes) this stack applies when preparing
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A stack without a single-module or single-op runner says so as data, so callers report
@@ -230,6 +231,19 @@ class Stack(abc.ABC):
         """Place/compile/export the model for this stack; CaptureFailure names op and module."""
         self.availability(device).raise_if_missing(f"{device}:{self.name}")
         return self.prepare_impl(model, self.resolve_device(device))
+
+    def prepare_tuned(self, model: Any, device: str, settings: dict[str, Any]) -> Prepared:
+        """prepare() with a tune recipe's stack settings (compile mode, XLA options, session
+        options); the model-level ones (layout, precision) are the caller's. A plain compile
+        with no recording config: what a user's own run would do."""
+        self.availability(device).raise_if_missing(f"{device}:{self.name}")
+        unknown = sorted(k for k in settings if k not in self.tuned_keys)
+        if unknown:
+            raise PorterError(f"the {self.name} stack does not apply {', '.join(unknown)}")
+        return self.prepare_tuned_impl(model, self.resolve_device(device), dict(settings))
+
+    def prepare_tuned_impl(self, model: Any, device: str, settings: dict[str, Any]) -> Prepared:
+        return self.prepare_impl(model, device)
 
     def first_run(self, prepared: Prepared) -> Any:
         """The first forward (compiles lazily-compiled stacks); failures become CaptureFailure

@@ -12,6 +12,7 @@ and so would record nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from typing import Any, Iterator
 
@@ -28,6 +29,7 @@ RECORDING_CONFIG = {"cpp.enable_kernel_profile": True, "trace.provenance_trackin
                     "fx_graph_cache": False}
 
 
+_TUNED = itertools.count()  # one code object per tuned compile (prepare_tuned_impl)
 RECOMPILE_LIMIT = 4096  # one compile per module instance in a per-module accuracy run
 COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes")
 
@@ -84,6 +86,29 @@ class TorchInductor(TorchStack):
                 return compiled(*inputs)
 
         return call
+
+    tuned_keys = ("compile_mode", "inductor")
+
+    def prepare_tuned_impl(self, model: Any, device: str, settings: dict[str, Any]) -> Prepared:
+        """torch.compile(backend="inductor", mode=..., options=...) of a function of its own: its
+        code object is new, so dynamo's cache for it holds this compile only, and calls of
+        another compile of the same module never walk this one's guards."""
+        prepared = super().prepare_impl(model, device)
+        module = prepared.handle
+        name = f"porter_tuned_{next(_TUNED)}"
+        scope: dict[str, Any] = {}
+        exec(f"def {name}(*inputs):\n    return module(*inputs)\n", {"module": module}, scope)
+        mode = settings.get("compile_mode")
+        compiled = torch.compile(scope[name], backend="inductor", fullgraph=False,
+                                 **({"mode": mode} if mode else {}), **({"options": settings["inductor"]} if settings.get("inductor") else {}))
+
+        def call(*inputs: Any) -> Any:
+            with torch.no_grad():
+                return compiled(*inputs)
+
+        prepared.call = call
+        prepared.info["tuned"] = dict(settings)
+        return prepared
 
     def first_run_impl(self, prepared: Prepared) -> Any:
         import torch._functorch.config as functorch_config

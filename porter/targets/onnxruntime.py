@@ -301,6 +301,11 @@ class OrtStack(Stack):
         import onnxruntime as ort
 
         opts = self._options()
+        tuned = prepared.handle.get("tuned") or {}
+        if tuned.get("graph_optimization_level"):
+            opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, tuned["graph_optimization_level"])
+        for key, value in (tuned.get("config") or {}).items():
+            opts.add_session_config_entry(str(key), str(value))
         if profile_prefix is not None:
             opts.enable_profiling = True
             opts.profile_file_prefix = str(profile_prefix)
@@ -308,7 +313,13 @@ class OrtStack(Stack):
             opts.optimized_model_filepath = str(optimized)
         return ort.InferenceSession(str(prepared.handle["onnx"]), opts, providers=[PROVIDERS[prepared.device]])
 
+    tuned_keys = ("ort",)
+
     def prepare_impl(self, model: Any, device: str) -> Prepared:
+        return self.prepare_tuned_impl(model, device, {})
+
+    def prepare_tuned_impl(self, model: Any, device: str, settings: dict[str, Any]) -> Prepared:
+        """settings["ort"]: graph_optimization_level and session config entries for this session."""
         import onnxruntime as ort
 
         workdir = Path(tempfile.mkdtemp(prefix="porter-ort-"))
@@ -324,7 +335,7 @@ class OrtStack(Stack):
         graph = getattr(getattr(program, "exported_program", None), "graph_module", None)
         nodes = module_of_nodes(onnx_path, graph)
         prepared = Prepared(self.name, device, model, call=lambda *a: a, inputs=(),
-                            handle={"onnx": onnx_path, "nodes": nodes})
+                            handle={"onnx": onnx_path, "nodes": nodes, "tuned": dict(settings.get("ort") or {})})
         sess = self._session(prepared)
         names = [i.name for i in sess.get_inputs()]
         tensors = [x for x in model.example_inputs if isinstance(x, torch.Tensor)]

@@ -160,7 +160,16 @@ class XlaStack(Stack):
         return dev.platform if dev.platform in JAX_PLATFORM else "cpu"
 
     # ---- prepare / run ----
+    tuned_keys = ("xla_options", "jax_precision")
+
     def prepare_impl(self, model: Any, device: str) -> Prepared:
+        return self.prepare_tuned_impl(model, device, {})
+
+    def prepare_tuned_impl(self, model: Any, device: str, settings: dict[str, Any]) -> Prepared:
+        """xla_options: XLA debug options for this executable only (compile(compiler_options));
+        jax_precision: jax.default_matmul_precision while tracing. Neither touches another side."""
+        import contextlib
+
         import jax
 
         from porter.targets.torchax_shim import REPORT, import_torchax
@@ -186,8 +195,11 @@ class XlaStack(Stack):
 
         jitted = jax.jit(traced)
         t0 = time.perf_counter()
+        options = dict(settings.get("xla_options") or {})
+        precision = settings.get("jax_precision")
         try:  # compile now, so an unsupported op fails here with its module named
-            compiled = jitted.lower(weights, inputs).compile()
+            with jax.default_matmul_precision(precision) if precision else contextlib.nullcontext():
+                compiled = jitted.lower(weights, inputs).compile(**({"compiler_options": options} if options else {}))
         except Exception as exc:
             from porter.targets.failure import describe_failure
 
@@ -196,6 +208,7 @@ class XlaStack(Stack):
             "jax_device": str(jdev),
             "compile_s": time.perf_counter() - t0,
             "torchax_shim": {"used": REPORT.shim_used, "placeholders": list(REPORT.placeholders)},
+            **({"tuned": dict(settings)} if settings else {}),
         }
         return Prepared(
             self.name, device, model, call=lambda *a: compiled(weights, a), inputs=inputs, info=info,

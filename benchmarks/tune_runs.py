@@ -1,0 +1,79 @@
+"""Issue 26's check: `porter tune` whole-process on three pairs, each run twice in a row; does
+the best combination's measured ratio of the second run fall inside the first's interval?
+
+    python benchmarks/tune_runs.py [--budget 240] [--out /tmp/tune-runs] [--pairs NAME ...]
+
+Each run is `python -m porter tune MODEL --from cpu --to TARGET --fresh`; the load average
+before and after each is printed beside it (the machine is shared: intervals widen with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAIRS = {
+    "resnet-inductor": ("tests/models/library_models.py:small_resnet", "cpu:inductor"),
+    "transformer-inductor": ("transformer", "cpu:inductor"),
+    "transformer-xla": ("transformer", "xla"),
+}
+
+
+def run(model: str, target: str, out: Path, budget: float) -> dict:
+    load0 = os.getloadavg()[0]
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "porter", "tune", model, "--from", "cpu", "--to", target, "--fresh",
+                           "--budget", str(budget), "-o", str(out)], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"porter tune failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+    doc = json.loads((out / "tune.json").read_text())
+    return {"doc": doc, "seconds": time.monotonic() - t0, "load": (load0, os.getloadavg()[0])}
+
+
+def show(name: str, i: int, r: dict) -> None:
+    doc = r["doc"]
+    print(f"{name} run {i}: {r['seconds']:.0f} s, load {r['load'][0]:.1f} -> {r['load'][1]:.1f}")
+    for c in doc["candidates"]:
+        if c.get("status") != "measured":
+            print(f"  {c['recipe']:28s} {c.get('status')}: {c.get('why')}")
+            continue
+        m, rec, a = c["measured"], c["recovered_us"], c["accuracy"]
+        print(f"  {c['recipe']:28s} x{m['ratio']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]  "
+              f"untuned x{c['untuned']['ratio']:.3f}  recovered {rec['value']:+.0f} us [{rec['ci95'][0]:+.0f}, "
+              f"{rec['ci95'][1]:+.0f}]  rel_l2 {a['rel_l2']:.1e}  {'kept' if c['kept'] else 'not kept'}")
+    best = doc["best"]
+    print(f"  best: {' + '.join(best['recipes']) if best else 'none'}"
+          + (f" x{best['measured']['ratio']:.3f} [{best['measured']['ci95'][0]:.3f}, {best['measured']['ci95'][1]:.3f}]" if best else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", type=float, default=240.0)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/tune-runs"))
+    ap.add_argument("--pairs", nargs="*", default=list(PAIRS))
+    args = ap.parse_args()
+    for name in args.pairs:
+        model, target = PAIRS[name]
+        runs = [run(model, target, args.out / f"{name}-{i}", args.budget) for i in (1, 2)]
+        for i, r in enumerate(runs, 1):
+            show(name, i, r)
+        b1, b2 = (r["doc"]["best"] for r in runs)
+        if b1 and b2:
+            lo, hi = b1["measured"]["ci95"]
+            same = b1["recipes"] == b2["recipes"]
+            inside = lo <= b2["measured"]["ratio"] <= hi
+            print(f"  reproduces: same recipes {same}; run 2's x{b2['measured']['ratio']:.3f} inside run 1's "
+                  f"[{lo:.3f}, {hi:.3f}]: {inside}")
+        else:
+            print(f"  reproduces: best {'none' if not b1 else '+'.join(b1['recipes'])} / {'none' if not b2 else '+'.join(b2['recipes'])}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

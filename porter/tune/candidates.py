@@ -1,0 +1,92 @@
+"""What `porter tune` tries: the fix plan's fixes that have a recipe for the target's stack
+(from a diagnosis, with each fix's estimated recovery), every recipe for that stack when no
+diagnosis is given (no estimate), or the recipes named with --try."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from porter.analysis.fixes import Catalogue
+from porter.analysis.recipes import Recipe
+from porter.core.errors import PorterError
+
+
+@dataclass(frozen=True)
+class Candidate:
+    recipe: Recipe
+    estimated_us: float | None  # the fix plan's recoverable time for its fix (None: not diagnosed)
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    model: str  # a model reference load_model takes
+    source: str
+    target: str
+    stack: str  # the catalogue stack key of the target
+    candidates: tuple[Candidate, ...]
+    not_here: tuple[Recipe, ...]  # the stack's recipes that cannot run on this machine
+    from_diagnosis: str = ""  # the diagnosis folder the plan came from
+
+
+def read_diagnosis(path: Path) -> dict[str, Any]:
+    """diagnosis.json of a diagnose output folder (or the file itself), with live sides."""
+    from profilers.jsonio import load_json
+
+    file = path / "diagnosis.json" if path.is_dir() else path
+    doc = load_json(file, "porter diagnosis.json")
+    if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), dict):
+        raise PorterError("not a porter diagnosis.json (no inputs)", path=file)
+    return doc
+
+
+def diagnosed_pair(doc: dict[str, Any], where: Path) -> tuple[str, str, str, dict[str, float]]:
+    """(model, source, target, estimated us per fix id) of a live diagnosis."""
+    sides = []
+    for role in ("source", "target"):
+        side = doc["inputs"].get(role) or {}
+        target = (side.get("target") or {}).get("text")
+        if not target:
+            raise PorterError(f"the diagnosis's {role} is a recorded trace; tune runs both sides here",
+                              path=where, hint="diagnose with live sides (--from cpu --to cpu:inductor) or give MODEL --from --to")
+        sides.append((target, side.get("model") or {}))
+    model = sides[1][1]
+    ref = model.get("name") if model.get("source") in ("builtin", "", None) else model.get("source")
+    if not ref:
+        raise PorterError("the diagnosis names no model", path=where)
+    estimates: dict[str, float] = {}
+    for fix in doc.get("fixes") or []:
+        if isinstance(fix, dict) and fix.get("kind") == "perf" and isinstance(fix.get("recoverable_us"), (int, float)):
+            estimates[fix["fix_id"]] = estimates.get(fix["fix_id"], 0.0) + float(fix["recoverable_us"])
+    return str(ref), sides[0][0], sides[1][0], estimates
+
+
+def plan(catalogue: Catalogue, model: str, source: str, target: str, stack: str, tries: Sequence[str] = (),
+         estimates: dict[str, float] | None = None, from_diagnosis: str = "") -> TunePlan:
+    """The candidates in the order they are tried: a diagnosis's fixes by estimated recovery,
+    else the catalogue's order; --try names them instead (an unknown name is an error)."""
+    recipes = catalogue.recipes(stack)
+    runnable = [r for r in recipes if not r.runnable_here]
+    not_here = tuple(r for r in recipes if r.runnable_here)
+    by_name = {r.name: r for r in recipes}
+    if tries:
+        unknown = [t for t in tries if t not in by_name]
+        if unknown:
+            raise PorterError(f"no recipe {', '.join(map(repr, unknown))} for {stack}",
+                              hint=f"recipes for {stack}: {', '.join(by_name) or 'none'} (docs/fixes.md)")
+        blocked = [by_name[t] for t in tries if by_name[t].runnable_here]
+        if blocked:
+            raise PorterError(f"recipe {blocked[0].name!r} cannot run here: {blocked[0].runnable_here}")
+        chosen = [by_name[t] for t in dict.fromkeys(tries)]
+    elif estimates:
+        chosen = sorted((r for r in runnable if r.fix_id in estimates), key=lambda r: -estimates[r.fix_id])
+        chosen = chosen or runnable  # the plan has no fix with a recipe here: try them all, unestimated
+    else:
+        chosen = runnable
+    est = estimates or {}
+    return TunePlan(model, source, target, stack, tuple(Candidate(r, est.get(r.fix_id)) for r in chosen), not_here,
+                    from_diagnosis)
+
+
+__all__ = ["Candidate", "TunePlan", "diagnosed_pair", "plan", "read_diagnosis"]
