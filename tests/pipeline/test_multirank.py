@@ -115,3 +115,13 @@ def test_truncated_rank_fails_in_one_line_and_writes_nothing(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "rank-4.json.gz" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not any(out.iterdir())
+
+
+def test_local_pool_gives_the_serial_view(dlrm):
+    assert view_job(JOB, engine="local", workers=2)[1] == dlrm[1]
+
+
+def test_unknown_engine_is_one_line():
+    done = run_porter("show", str(JOB), "--by", "rank", "--engine", "dask")
+    assert done.returncode == 2 and "--engine must be one of local, serial, ray" in done.stderr
+    assert "Traceback" not in done.stderr
