@@ -50,7 +50,7 @@ from profilers.kineto_meta import device_type, trace_meta
 from profilers.kineto_ops import (
     distinct_names, first_stream, module_from_hierarchy, op_classes, op_table_columns,
 )
-from profilers.kineto_scopes import Clock, Scopes, make_clock, separate_markers, steps_at
+from profilers.kineto_scopes import Clock, Scopes, make_clock, separate_markers, step_spans, steps_at
 
 FORMAT = "kineto"
 
@@ -142,6 +142,8 @@ def read(path: Path) -> ReadResult:
     step = steps_at(markers, clock, np.concatenate([op_start, rows.synthetic_start]))
     dtype = device_type(doc, categories, list(runtime.name[:64]), has_device_work=len(device) > 0)
     meta = trace_meta(doc, dtype, events_read, _extra(rows, len(ops), cpu=len(device) == 0))
+    meta.extra["clock_origin_us"] = clock.t0  # the raw clock of time 0: ranks of one host share it
+    meta.extra["steps"] = step_spans(markers, clock)
     if negative:  # the rest of the trace is sound: keep it, and say what was changed
         meta.extra["warnings"] = [f"{negative} events with a negative duration were counted as 0 us"]
     kernel_names = distinct_names(rows.op, rows.name, n_all)

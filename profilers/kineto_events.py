@@ -32,6 +32,16 @@ from porter.core.factorize import factorize
 IntOrStr = Union[int, str, None]
 
 
+SCALAR_TYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
+                     "Char": 1, "Byte": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}  # c10 ScalarType
+
+
+def _msg_bytes(a: Optional["Args"]) -> Optional[float]:
+    if a is None or isinstance(a.msg_nelems, (str, type(None))):
+        return None
+    return a.msg_nelems * SCALAR_TYPE_BYTES.get(str(a.dtype), np.nan)
+
+
 class Args(msgspec.Struct, gc=False):
     correlation: IntOrStr = None
     device: IntOrStr = None
@@ -41,6 +51,8 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     module_hierarchy: Optional[str] = msgspec.field(default=None, name="Module Hierarchy")
+    msg_nelems: Union[float, str, None] = msgspec.field(default=None, name="In msg nelems")  # record_param_comms
+    dtype: IntOrStr = None  # record_param_comms: the message's c10 ScalarType name
 
 
 class Event(msgspec.Struct, gc=False):
@@ -213,6 +225,7 @@ class Columns:
     input_type: Optional[np.ndarray] = None
     concrete_inputs: Optional[np.ndarray] = None
     hierarchy: Optional[np.ndarray] = None  # object str, `Module Hierarchy` arg, "": ops
+    msg_bytes: Optional[np.ndarray] = None  # float64: a record_param_comms message's bytes, NaN else: ops
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -292,6 +305,7 @@ class _Slicer:
             texts = raw_texts([empty if a is None else getattr(a, name) for a in args])
             setattr(cols, name, self.strings(texts))
         cols.hierarchy = self.strings([None if a is None else a.module_hierarchy for a in args])
+        cols.msg_bytes = _floats([_msg_bytes(a) for a in args])
         return cols
 
     def runtime(self, sub: list[Event]) -> Columns:

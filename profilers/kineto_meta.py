@@ -79,12 +79,31 @@ def device_name(doc: Document) -> str:
     return ""
 
 
+def process_groups(config: Any) -> list[dict[str, Any]]:
+    """distributedInfo pg_config as [{name, desc, size, ranks}]: which ranks each process group
+    holds, so a job's collectives can be told apart by group (newer PyTorch only)."""
+    if not isinstance(config, list):
+        return []
+    out = []
+    for pg in config:
+        if not isinstance(pg, dict):
+            continue
+        ranks = pg.get("ranks")
+        out.append({"name": str(pg.get("pg_name", "")), "desc": str(pg.get("pg_desc", "")),
+                    "size": int(pg["pg_size"]) if isinstance(pg.get("pg_size"), int) else None,
+                    "ranks": [int(r) for r in ranks if isinstance(r, int)] if isinstance(ranks, list) else []})
+    return out
+
+
 def trace_meta(doc: Document, dtype: str, events_read: int, extra: dict[str, Any]) -> TraceMeta:
     info = doc.distributedInfo if isinstance(doc.distributedInfo, dict) else {}
     extra = dict(extra)
     for key in ("rank", "world_size", "backend"):
         if key in info and not isinstance(info[key], (dict, list)):
             extra[key] = info[key]
+    groups = process_groups(info.get("pg_config"))
+    if groups:
+        extra["process_groups"] = groups
     if isinstance(doc.traceName, str):
         extra["trace_name"] = doc.traceName
     return TraceMeta(

@@ -17,7 +17,7 @@ def op_table_columns(ops: Columns, n_synthetic: int) -> dict[str, np.ndarray]:
     pad_s = np.full(n_synthetic, "", dtype=object)
     return {
         "flops": np.concatenate([ops.flops, np.full(n_synthetic, np.nan)]),
-        "bytes": np.full(len(ops) + n_synthetic, np.nan),
+        "bytes": np.concatenate([ops.msg_bytes, np.full(n_synthetic, np.nan)]),  # a collective's message
         "input_shapes": np.concatenate([ops.input_dims, pad_s]),
         "dtypes": np.concatenate([ops.input_type, pad_s]),
         "concrete_inputs": np.concatenate([ops.concrete_inputs, pad_s]),

@@ -100,6 +100,17 @@ def steps_at(markers: Markers, clock: Clock, t: np.ndarray) -> np.ndarray:
     return np.append(markers.step_numbers, -1)[nest.enclosing(t)]
 
 
+MAX_STEP_SPANS = 10_000  # a long capture's step list stays a small part of the manifest
+
+
+def step_spans(markers: Markers, clock: Clock) -> list[list[float]]:
+    """[step, start_us, end_us] of each ProfilerStep range on the host, relative: a step's wall
+    time, which a multi-rank view splits into compute, communication and idle."""
+    rel = clock.rel(markers.steps)
+    spans = sorted(zip(markers.step_numbers.tolist(), rel.tolist(), (rel + markers.steps.dur).tolist()))
+    return [[int(n), float(a), float(b)] for n, a, b in spans[:MAX_STEP_SPANS]]
+
+
 class Scopes:
     """Module path at any (thread, time): porter annotations first, then nn.Module chains."""
 

@@ -206,6 +206,9 @@ def load_manifest(path: Path) -> dict[str, Any]:
 def load_bundle(path: Path) -> Bundle:
     path = Path(path)
     manifest = load_manifest(path)
+    if manifest.get("kind") == "job":  # porter.bundles.job
+        raise BundleError(f"a job bundle of {len(manifest.get('ranks') or [])} ranks, not one run's", path=path,
+                          hint="porter show DIR --by rank; or one rank's bundle DIR/rank-N")
     import pandas as pd
 
     try:

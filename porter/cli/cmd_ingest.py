@@ -14,16 +14,23 @@ from porter.core.errors import PorterError
 from porter.core.suggest import did_you_mean
 from porter.core.units import fmt_us
 
+ENGINE_HELP = ("Where a job directory's ranks are read: local (a process pool on this machine, the default), "
+               "serial, or ray (a local Ray instance, or the cluster at --address).")
+ADDRESS_HELP = "--engine ray: the address of a running Ray cluster to join (default: start one here)."
+
 
 def ingest(
     traces: list[Path] = typer.Argument(..., help="Trace files: Kineto JSON(.gz), XPlane .xplane.pb, rocprofv3 JSON, ONNX Runtime profile JSON, Nsight Systems SQLite export, rocpd database (.rpd, rocprofv3 .db)."),
     out_dir: Path = typer.Option(Path("bundles"), "-o", "--out", help="Directory to write one bundle per trace into."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader (kineto, xplane, rocprofv3, onnxruntime, nsys, rocpd) instead of detecting it."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
+    engine: str = typer.Option("local", "--engine", help=ENGINE_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
-    """Read traces into bundles (manifest.json + ops.parquet + kernels.parquet + raw/).
+    """Read traces into bundles (manifest.json + ops.parquet + kernels.parquet + raw/). A
+    directory of one job's rank traces becomes one job bundle (a bundle per rank).
 
-    Example: porter ingest h100.json.gz mi300x.json.gz -o bundles/
+    Examples: porter ingest h100.json.gz mi300x.json.gz -o bundles/ ; porter ingest job_dir/ -o bundles/
     """
     import pyarrow  # noqa: F401 - writes the tables; imported before the collector comes back on
 
@@ -34,6 +41,9 @@ def ingest(
     set_max_inflate(max_inflate)
     failed, written = 0, set()
     for trace in traces:
+        if trace.is_dir():
+            failed += _ingest_job(trace, out_dir, fmt, engine, address)
+            continue
         try:
             with read_progress():
                 dest = ingest_one(trace, out_dir, fmt, taken=written)
@@ -55,6 +65,24 @@ def ingest(
         raise typer.Exit(2)
 
 
+def _ingest_job(directory: Path, out_dir: Path, fmt: Optional[str], engine: str, address: Optional[str]) -> int:
+    """One job directory -> one job bundle; 1 when it failed (said in one line), else 0."""
+    from porter.pipeline.job import ingest_job
+
+    try:
+        with read_progress():
+            dest, job = ingest_job(directory, out_dir, fmt, engine=engine, address=address)
+    except OutputError as exc:
+        fail(exc)
+    except PorterError as exc:
+        print_error(exc)
+        return 1
+    out.print_parts(f"{shown(directory)} -> {shown(dest)}  ",
+                    (f"job of {job.world_size} ranks ({job.backend or 'backend unknown'}), rank from "
+                     f"{', '.join(job.manifest()['ranks_from'])}: one bundle per rank", "dim"))
+    return 0
+
+
 NUMBER_COLUMNS_WIDTH = 46  # what `porter show`'s number columns and borders take of the terminal
 
 
@@ -67,23 +95,32 @@ def _key_cell(key: str, by: str, width: int) -> str:
 
 def show(
     target: Path = typer.Argument(..., help="A bundle directory, a raw trace file, or a `porter diagnose` directory (both sides)."),
-    by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel."),
+    by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel; or, for a job directory or job bundle, rank."),
     top: int = typer.Option(15, "--top", "-n", help="Rows to print."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader for a raw trace."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
+    engine: str = typer.Option("local", "--engine", help=ENGINE_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Print where device time goes, grouped by op, op and shapes, module, op class or kernel.
 
     Examples: porter show bundles/h100_Qwen --by module --top 20 ;
-    porter show diag/ --by op-shape (both sides of a diagnosis)
+    porter show diag/ --by op-shape (both sides of a diagnosis) ;
+    porter show job_dir/ --by rank (per rank: step, compute, communication, exposed communication, idle; the straggler)
     """
     from porter.bundles.ingest import open_any
     from porter.analysis.views import GROUPINGS, time_by
 
     imports_settled()
     set_max_inflate(max_inflate)
+    from porter.bundles.job import is_job
+
+    if by == "rank" or is_job(target) or (target.is_dir() and not (target / "manifest.json").is_file()
+                                          and not (target / "diagnosis.json").is_file()):
+        return show_job(target, by, top, fmt, engine, address)
     if by not in GROUPINGS:
-        fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}", hint=did_you_mean(by, GROUPINGS) or None))
+        fail(PorterError(f"--by must be one of {', '.join(GROUPINGS)}, rank, not {by!r}",
+                         hint=did_you_mean(by, (*GROUPINGS, "rank")) or None))
     if (target / "diagnosis.json").is_file():
         return show_diagnosis(target, by, top)
     try:
@@ -113,6 +150,22 @@ def show(
     rest = len(table_df) - top
     if rest > 0:
         out.print(f"[dim]... {rest} more rows (--top to see more)[/]")
+
+
+def show_job(target: Path, by: str, top: int, fmt: Optional[str], engine: str, address: Optional[str]) -> None:
+    """A job directory or job bundle, per rank."""
+    from porter.cli.job_tables import print_job
+    from porter.pipeline.job import view_job
+
+    if by not in ("rank", "op"):  # op: the default, said by no one
+        fail(PorterError(f"a job directory shows --by rank, not {by!r}", path=target,
+                         hint="or show one rank's trace or bundle"))
+    try:
+        with read_progress():
+            job, view = view_job(target, fmt, engine=engine, address=address)
+    except PorterError as exc:
+        fail(exc)
+    print_job(target, job, view, top)
 
 
 def show_diagnosis(diag: Path, by: str, top: int) -> None:

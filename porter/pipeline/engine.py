@@ -1,0 +1,62 @@
+"""Where per-rank work runs: in this process, in a local process pool (the default), or on Ray.
+
+Each task reads one rank and returns its summary (porter/analysis/ranksummary.py): kilobytes,
+never a trace, so what travels between processes or nodes is small whatever the trace's size.
+Every engine returns the results in the tasks' order, so the job's tables are the same on all.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence, TypeVar
+
+from porter.core.errors import PorterError
+
+T = TypeVar("T")
+R = TypeVar("R")
+ENGINES = ("local", "serial", "ray")
+
+
+def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], engine: str = "local", address: str | None = None,
+              workers: int | None = None) -> list[R]:
+    """fn over tasks on the engine, results in task order. fn must be a module-level function
+    (it is pickled). A PorterError in a task is raised here as it was (one line)."""
+    if engine not in ENGINES:
+        raise PorterError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    n = min(workers or os.cpu_count() or 1, len(tasks))
+    if engine == "ray":
+        return _on_ray(fn, tasks, address, workers)
+    if engine == "serial" or n <= 1:
+        return [fn(t) for t in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("forkserver")  # workers fork from a clean server, not from this process
+    ctx.set_forkserver_preload([fn.__module__])  # imported once in the server, shared by every worker
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        return list(pool.map(fn, tasks))
+
+
+def _on_ray(fn: Callable[[T], R], tasks: Sequence[T], address: str | None, workers: int | None) -> list[R]:
+    try:
+        import ray
+    except ImportError:
+        raise PorterError("--engine ray needs ray", hint="pip install 'porter[distributed]'") from None
+    started = not ray.is_initialized()
+    if started:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(fn)
+        try:
+            return ray.get([remote.remote(t) for t in tasks])
+        except ray.exceptions.RayTaskError as exc:
+            cause = exc.cause if hasattr(exc, "cause") else None
+            if isinstance(cause, PorterError):
+                raise cause from None
+            raise
+    finally:
+        if started:
+            ray.shutdown()
