@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
+from porter.core.checked import FieldOutOfRange
 from porter.core.errors import TraceFormatError
 from profilers import READER_MODULES
 from profilers.base import ReadResult, read_head
@@ -61,4 +62,7 @@ def read_trace(path: Path, fmt: str | None = None) -> ReadResult:
         fmt = detect(path)
     elif fmt not in known:
         raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=f"choose from {', '.join(sorted(known))}")
-    return known[fmt].read(path).validated()
+    try:
+        return known[fmt].read(path).validated()
+    except FieldOutOfRange as exc:  # raised by the schema's coercion, which knows no path
+        raise TraceFormatError(exc.problem, path=path, hint=exc.hint) from None
