@@ -49,6 +49,7 @@ class Seed:
     suffix: str  # file name ending the reader expects
     gzipped: bool
     is_json: bool
+    fmt: str = ""  # the reader that detected it
 
 
 def _cut_kineto(doc: dict) -> dict:
@@ -102,9 +103,9 @@ def seed_of(path: Path, formats: dict) -> Seed | None:
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return Seed(path.name, data, _suffix(path), gzipped, False)
+        return Seed(path.name, data, _suffix(path), gzipped, False, fmt)
     cut = CUTS.get(fmt)
-    return Seed(path.name, orjson.dumps(cut(doc)) if cut else data, _suffix(path), gzipped, True)
+    return Seed(path.name, orjson.dumps(cut(doc)) if cut else data, _suffix(path), gzipped, True, fmt)
 
 
 def seeds(corpus: Path) -> list[Seed]:
