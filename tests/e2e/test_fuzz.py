@@ -1,5 +1,7 @@
-"""The fuzz harness (tests/fuzz.py) in CI: 2,000 mutated corpus traces, none may crash,
-hang or blow up memory; and the harness's own watchdog and memory limit do fire."""
+"""The fuzz harness (tests/fuzz.py) in CI: 600 mutated corpus traces (each ingested and grouped
+every `show` way: ~10 cases/s on 2 cores, a minute, as 2,000 ingest-only cases took), none may
+crash, hang or blow up memory; and the harness's own watchdog and memory limit do fire.
+BENCHMARKS.md records the long campaign."""
 
 from __future__ import annotations
 
@@ -10,14 +12,14 @@ import fuzz
 
 @pytest.mark.slow
 @pytest.mark.corpus
-def test_two_thousand_mutated_traces_ingest_or_fail_in_one_line(corpus):
-    got = fuzz.fuzz(2000, workers=2, timeout=60, corpus=corpus)
+def test_six_hundred_mutated_traces_ingest_and_group_or_fail_in_one_line(corpus):
+    got = fuzz.fuzz(600, workers=2, timeout=60, corpus=corpus)
     failures = [f"case {o.number} ({o.seed}): {o.kind}: {o.detail}" for o in got["failures"]]
     assert failures == [], "\n".join(failures[:20])
     counts = got["counts"]
-    assert sum(counts.values()) == 2000
+    assert sum(counts.values()) == 600
     # Both outcomes occur: the mutations are neither all harmless nor all fatal.
-    assert counts.get("ok", 0) > 200 and counts.get("error", 0) > 200, counts
+    assert counts.get("ok", 0) > 150 and counts.get("error", 0) > 150, counts
 
 
 @pytest.mark.corpus
