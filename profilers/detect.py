@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
+from porter.core.checked import FieldOutOfRange
 from porter.core.errors import TraceFormatError
 from porter.core.suggest import hint_with
 from profilers import READER_MODULES
@@ -62,4 +63,7 @@ def read_trace(path: Path, fmt: str | None = None) -> ReadResult:
         fmt = detect(path)
     elif fmt not in known:
         raise TraceFormatError(f"unknown format {fmt!r}", path=path, hint=hint_with(fmt, known, f"choose from {', '.join(sorted(known))}"))
-    return known[fmt].read(path).validated()
+    try:
+        return known[fmt].read(path).validated()
+    except FieldOutOfRange as exc:  # raised by the schema's coercion, which knows no path
+        raise TraceFormatError(exc.problem, path=path, hint=exc.hint) from None

@@ -23,7 +23,7 @@ from reports.model import ReportModel
 from reports.basis import overhead_text
 from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
                           plain_fix, plan_ranks, provisional_prefix, side_titles, summary_points, where_rows)
-from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
+from porter.core.units import elide, fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")
 OUTPUTS = {"html": ("report.html", "summary.html"), "md": ("report.md", "summary.md"), "json": ("report.json",)}
@@ -41,15 +41,17 @@ MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 
 
 def md_text(v: Any) -> str:
-    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line. Escaped
-    for Markdown (a backslash), never for HTML: `->` stays `->`, not `-&gt;`."""
-    s = MD_ENTITY.sub(r"\\&", MD_TAG.sub(r"\\<", str(v)))
+    """Plain text for a Markdown table cell: no raw HTML, no cell breaks, one line; a name past
+    DISPLAY_CHARS elided with a marker (diagnosis.json keeps it whole). Escaped for Markdown (a
+    backslash), never for HTML: `->` stays `->`, not `-&gt;`."""
+    s = MD_ENTITY.sub(r"\\&", MD_TAG.sub(r"\\<", elide(str(v))))
     return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def md_code(v: Any) -> str:
-    """A name (kernel, op, module) as a Markdown code span safe inside a table cell."""
-    s = str(v).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    """A name (kernel, op, module) as a Markdown code span safe inside a table cell (elided past
+    DISPLAY_CHARS)."""
+    s = elide(str(v)).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
     if not s:
         return ""
     return f"`` {s} ``" if "`" in s else f"`{s}`"
@@ -57,8 +59,8 @@ def md_code(v: Any) -> str:
 
 def html_breakable(v: Any) -> Markup:
     """A name, escaped, with <wbr> after '/', ',', '_', '.', ':' so a narrow cell wraps it there
-    and never inside a word."""
-    text = str(Markup.escape(str(v)))
+    and never inside a word; elided past DISPLAY_CHARS with a marker."""
+    text = str(Markup.escape(elide(str(v))))
     for ch in BREAK_AFTER:
         text = text.replace(ch, ch + "<wbr>")
     return Markup(text)

@@ -13,12 +13,13 @@ import math
 import textwrap
 from typing import Any
 
-from porter.core.units import fmt_ratio, fmt_us, short_dtypes, short_shapes
+from porter.core.units import DISPLAY_CHARS, elide, fmt_ratio, fmt_us, short_dtypes, short_shapes
 from reports.basis import overhead_text
 from reports.fields import within_noise
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"
+PROSE_CHARS = 2 * DISPLAY_CHARS + 800  # a sentence of the summary longer than this quotes a huge name
 TOP_ROWS = 5
 TOP_SHAPES = 3
 TOP_FIXES = 3
@@ -67,8 +68,9 @@ def abbreviate(path: str, width: int) -> str:
 
 
 def wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
-    """Prose wrapped at width (long words are broken only when a single word is wider)."""
-    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + more,
+    """Prose wrapped at width (long words are broken only when a single word is wider); a line
+    that quotes a huge name from the trace is elided to PROSE_CHARS first."""
+    return textwrap.wrap(elide(text, PROSE_CHARS), width, initial_indent=indent, subsequent_indent=indent + more,
                          break_on_hyphens=False) or [indent.rstrip()]
 
 
@@ -248,10 +250,11 @@ def class_lines(rows: list[dict], width: int) -> list[str]:
 
 
 def op_shape_name(r: dict) -> str:
-    """An op-shape row for reading: 'aten::mm [[8944,1024],[1024,2816]] bf16' (diagnosis.json keeps all)."""
+    """An op-shape row for reading: 'aten::mm [[8944,1024],[1024,2816]] bf16', each part elided
+    past DISPLAY_CHARS (diagnosis.json keeps all)."""
     parts = (str(r.get("framework_op") or ""), short_shapes(str(r.get("input_shapes") or "")),
              short_dtypes(str(r.get("dtypes") or "")))
-    return " ".join(p for p in parts if p)
+    return " ".join(elide(p) for p in parts if p)
 
 
 def shorten_end(text: str, width: int) -> str:

@@ -2,9 +2,11 @@
 
     python tests/fuzz.py --cases 20000 --workers 2 [--save crashes/]
 
-Each case takes one seed trace (a corpus trace cut down to a few hundred events, or a
-small one whole), damages it with tests/mutation.py, and ingests it into a scratch
-directory. Porter's promise: the bundle is written, or a PorterError says what is wrong
+Each case takes one seed trace (every corpus file a registered reader detects, cut down to
+a few hundred events where its format has a cut, or whole; and the repo's fixture traces),
+damages it with tests/mutation.py (JSON as a document, SQLite as tables, XSpace as a
+message, any of them as bytes), ingests it into a scratch directory, and groups the bundle
+every way `porter show` can, cutting each key as the terminal and the reports show it. Porter's promise: the bundle is written, or a PorterError says what is wrong
 in one line naming the file. Anything else is counted: a crash (another exception, by
 signature), a hang (the watchdog kills the worker after --timeout s), a memory blow-up
 (MemoryError under the --memory-mb address-space limit, or a worker killed), or a bad
@@ -34,7 +36,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import orjson  # noqa: E402
 
-from mutation import Pick, mutate_bytes, mutate_json, mutate_xspace, regzip  # noqa: E402
+from mutation import SQLITE_MAGIC, Pick, mutate_bytes, mutate_json, mutate_sqlite, mutate_xspace, regzip  # noqa: E402
 
 SEED_EVENTS = 40  # events kept per Kineto category in a cut-down seed
 SEED_RECORDS = 120  # records kept per rocprofv3 table
@@ -47,6 +49,7 @@ class Seed:
     suffix: str  # file name ending the reader expects
     gzipped: bool
     is_json: bool
+    fmt: str = ""  # the reader that detected it
 
 
 def _cut_kineto(doc: dict) -> dict:
@@ -70,26 +73,67 @@ def _cut_rocprof(doc: dict) -> dict:
     return {"rocprofiler-sdk-tool": [proc]}
 
 
+SKIP_DIRS = {"LICENSES", "reference"}  # the corpus's licence texts and a peer tool's CSV output
+
+
+def _suffix(path: Path) -> str:
+    """The file name's ending a reader may look at ('.json.gz', '.xplane.pb', '.sqlite')."""
+    parts = path.name.split(".")
+    return "." + ".".join(parts[-2:]) if len(parts) > 2 else path.suffix
+
+
+CUTS = {"kineto": lambda doc: _cut_kineto(doc), "rocprofv3": lambda doc: _cut_rocprof(doc)}
+
+
+def seed_of(path: Path, formats: dict) -> Seed | None:
+    """`path` as a seed when a registered reader takes it (detected as `porter ingest` does),
+    cut down when its format has a cut; None for a file no reader reads."""
+    from porter.core.errors import PorterError
+    from profilers.detect import detect
+
+    try:
+        fmt = detect(path)
+    except PorterError:
+        return None
+    if fmt not in formats:
+        return None
+    raw = path.read_bytes()
+    gzipped = raw[:2] == b"\x1f\x8b"
+    data = gzip.decompress(raw) if gzipped else raw
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Seed(path.name, data, _suffix(path), gzipped, False, fmt)
+    cut = CUTS.get(fmt)
+    return Seed(path.name, orjson.dumps(cut(doc)) if cut else data, _suffix(path), gzipped, True, fmt)
+
+
 def seeds(corpus: Path) -> list[Seed]:
-    """Every corpus trace (cut down) and the repo's own fixture traces."""
+    """Every corpus file a registered reader reads (cut down where its format has a cut), and
+    the repo's fixture traces. Found by detection, not by format: a reader registered later
+    (profilers/__init__.py READER_MODULES) gets its corpus files fuzzed without a change here."""
+    from profilers.detect import readers
+
+    formats = readers()
+    files = [f for f in sorted(corpus.rglob("*")) if f.is_file() and not SKIP_DIRS & set(f.relative_to(corpus).parts)
+             and f.name != "README.md"]
+    files += sorted(f for f in (REPO / "fixtures").iterdir() if f.is_file() and f.name.endswith((".pb", ".json", ".json.gz")))
     out = []
-    files = sorted(corpus.glob("kineto/*.json.gz")) + sorted(corpus.glob("rocprof/*.json.gz"))
     for path in files:
-        doc = orjson.loads(gzip.decompress(path.read_bytes()))
-        cut = _cut_rocprof(doc) if "rocprofiler-sdk-tool" in doc else _cut_kineto(doc)
-        out.append(Seed(path.name, orjson.dumps(cut), ".json.gz", True, True))
-    for path in sorted(corpus.glob("xplane/*.xplane.pb")) + sorted((REPO / "fixtures").glob("*.pb")):
-        out.append(Seed(path.name, path.read_bytes(), ".xplane.pb", False, False))
-    out.append(Seed("cpu_mlp.json.gz", gzip.decompress((REPO / "fixtures/cpu_mlp.json.gz").read_bytes()), ".json.gz", True, True))
-    out.append(Seed("ort_mlp.json", (REPO / "fixtures/ort_mlp.json").read_bytes(), ".json", False, True))
+        seed = seed_of(path, formats)
+        if seed is not None:
+            out.append(seed)
     return out
 
 
 def make_case(seed: Seed, number: int) -> bytes:
-    """The damaged file for case `number` (deterministic)."""
+    """The damaged file for case `number` (deterministic): JSON damaged as a document, an
+    SQLite database as tables, an XSpace as a message, each half the time by bytes instead."""
     pick = Pick(rng=random.Random(number))
     if seed.is_json:
         data = mutate_json(seed.data, pick)
+    elif seed.data.startswith(SQLITE_MAGIC):
+        data = mutate_sqlite(seed.data, pick) if pick.int(0, 1) else mutate_bytes(seed.data, pick)
     else:  # protobuf: half byte damage, half damage to the parsed message
         data = mutate_xspace(seed.data, pick) if pick.int(0, 1) else mutate_bytes(seed.data, pick)
     return regzip(data, pick) if seed.gzipped else data
@@ -110,6 +154,21 @@ def _signature(exc: BaseException) -> str:
     return f"{type(exc).__name__} in {where}: {str(exc)[:120]}"
 
 
+def grouped(bundle: Path) -> None:
+    """What `porter show` and the tables of `porter diagnose` do with a bundle: every grouping,
+    and each shown key as the terminal and the reports cut it."""
+    from porter.analysis.views import GROUPINGS, time_by
+    from porter.bundles.bundle import load_bundle
+    from porter.core.units import DISPLAY_CHARS, elide
+    from reports.render import html_breakable, md_code
+
+    b = load_bundle(bundle)
+    for by in GROUPINGS:
+        for key in time_by(b.ops, b.kernels, by)["key"].head(20):
+            cells = (elide(str(key)), md_code(key), html_breakable(key))
+            assert all(len(c) <= 10 * DISPLAY_CHARS for c in cells), f"{by} key shown whole: {len(str(key))} chars"
+
+
 def run_case(seeds_: list[Seed], number: int, scratch: Path) -> Outcome:
     from porter.core.errors import PorterError
     from porter.bundles.ingest import ingest
@@ -119,7 +178,7 @@ def run_case(seeds_: list[Seed], number: int, scratch: Path) -> Outcome:
     path = case_dir / f"case{number}{seed.suffix}"
     try:
         path.write_bytes(make_case(seed, number))
-        ingest(path, case_dir / "out")
+        grouped(ingest(path, case_dir / "out"))
         return Outcome(number, seed.name, "ok")
     except PorterError as exc:
         message = str(exc)
@@ -232,7 +291,9 @@ def fuzz(cases: int, workers: int = 2, timeout: float = 30.0, memory_mb: int = 3
     """Run the cases; returns counts per outcome kind and the failing outcomes."""
     corpus = corpus or Path(os.environ.get("PORTER_TRACE_CORPUS", REPO.parent / "shared" / "traces"))
     seeds_ = seeds(corpus)
-    import porter.bundles.ingest  # noqa: F401 - imported once, before the fork
+    import porter.analysis.views  # noqa: F401 - imported once, before the fork (ingest, grouping, display)
+    import porter.bundles.ingest  # noqa: F401
+    import reports.render  # noqa: F401
     from profilers.detect import readers
 
     readers()  # every reader module too: workers fork with them loaded

@@ -37,6 +37,12 @@ WRONG_VALUES: tuple[Any, ...] = (
     None, True, False, "", "x", "12", "1e999", [], {}, [1, "a"], {"a": 1}, [[[]]],
     "[red]x[/red]", "[/b]", "a/../b", "\x1b[2J\n\r\x00", "\ud800" * 2, "x" * 5000,
 )
+# Values a trace may hold that are absurd in size, not in kind: a megabyte-long name, shape
+# list or dtype list (Kineto traces come from anywhere).
+HUGE_VALUES: tuple[Any, ...] = (
+    "k" * 1_000_000, "[" + "[1024,1024]," * 90_000 + "[]]", "[[]" + ",[]" * 300_000 + "]",
+    '["float"' + ', "c10::BFloat16"' * 60_000 + "]",
+)
 DEEP = "\x00porter-deep\x00"  # placeholder replaced by nested brackets in the text
 
 
@@ -101,7 +107,7 @@ def mutate_bytes(data: bytes, pick: Pick) -> bytes:
 def mutate_json(data: bytes, pick: Pick) -> bytes:
     """Damage a JSON document: bytes, or one value somewhere (deleted, replaced by a wrong
     or extreme value, nested absurdly deep, or an object duplicated in its list)."""
-    how = pick.choice(["bytes", "delete", "replace", "replace", "deep", "duplicate", "numbers"])
+    how = pick.choice(["bytes", "delete", "replace", "replace", "deep", "duplicate", "numbers", "huge"])
     if how == "bytes":
         return mutate_bytes(data, pick)
     doc = orjson.loads(data)
@@ -114,6 +120,10 @@ def mutate_json(data: bytes, pick: Pick) -> bytes:
         del parent[key]
     elif how == "replace":
         parent[key] = pick.json_value()
+    elif how == "huge":  # a string somewhere (a name, Input Dims, Input type) made huge
+        strings = [(p, k) for p, k in slots if isinstance(p[k], str)] or [(parent, key)]
+        p, k = strings[pick.int(0, len(strings) - 1)]
+        p[k] = pick.choice(HUGE_VALUES)
     elif how == "deep":
         parent[key], depth = DEEP, pick.choice([200, 1100, 5000, 100_000])
     elif how == "duplicate":
@@ -173,6 +183,53 @@ def mutate_xspace(data: bytes, pick: Pick) -> bytes:
     elif fd.type == F.TYPE_BYTES:
         setattr(msg, fd.name, pick.choice(PROTO_BYTES))
     return space.SerializeToString()
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQL_VALUES: tuple[Any, ...] = (None, "x", "", "12", 2**63 - 1, -(2**63), -1, 1e308, float("nan"), b"\xff\x00",
+                               "k" * 1_000_000, "[red]x")
+
+
+def mutate_sqlite(data: bytes, pick: Pick) -> bytes:
+    """Damage an SQLite database (Nsight exports, rocpd/rpd files) where byte flips rarely
+    reach: a table dropped or emptied, a column renamed, one column of some rows set to a
+    wrong type or an extreme value, one row given a megabyte of text, or the file cut at a
+    page boundary. Any reader of an SQLite format is fuzzed with it once registered."""
+    import sqlite3
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "db.sqlite"
+        path.write_bytes(data)
+        con = sqlite3.connect(path)
+        try:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                                "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            how = pick.choice(["drop", "empty", "rename", "values", "values", "huge", "cut"])
+            if not tables or how == "cut":
+                con.close()
+                page = 4096
+                return data[: page * pick.int(1, max(1, len(data) // page - 1))]
+            table = pick.choice(tables)
+            cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+            if how == "drop":
+                con.execute(f'DROP TABLE "{table}"')
+            elif how == "empty":
+                con.execute(f'DELETE FROM "{table}"')
+            elif how == "rename" and cols:
+                con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{pick.choice(cols)}" TO "porter_fuzz"')
+            elif cols:
+                col = pick.choice(cols)
+                value = "k" * 1_000_000 if how == "huge" else pick.choice(SQL_VALUES)
+                limit = 1 if how == "huge" else pick.int(1, 50)
+                rows = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid IN (SELECT rowid FROM "{table}" '
+                            f'LIMIT {limit} OFFSET {pick.int(0, max(rows - 1, 0))})', (value,))  # replayable: no random()
+            con.commit()
+        except sqlite3.Error:
+            pass  # a damage the schema refuses (a view over the column...): the database as it is
+        finally:
+            con.close()
+        return path.read_bytes()
 
 
 def mutate(data: bytes, draw) -> bytes:

@@ -29,7 +29,9 @@ porter.analysis.fixplan.outside_fix_groups makes those rows), within_noise (bool
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +121,9 @@ class Catalogue:
 
 def _read_toml(path: Path) -> dict:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # checked before opening: a FIFO would block the read
+            kind = "a directory" if Path(path).is_dir() else "not a regular file"
+            raise PorterError(f"the fix catalogue is {kind}", path=path, hint="pass a TOML file (docs/fixes.md)")
         return tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise PorterError(f"cannot read fix catalogue: {exc.strerror or exc}", path=path) from None

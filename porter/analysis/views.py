@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.opshape import compact
+from porter.core.factorize import factorize
 from porter.core.units import short_dtypes, short_shapes
 
 GROUPINGS = ("op", "op-shape", "module", "class", "kernel")
@@ -16,12 +17,14 @@ def op_shape_keys(ops: pd.DataFrame) -> pd.Series:
     op = ops["framework_op"].to_numpy(dtype=object)
     op = np.where(op == "", ops["name"].to_numpy(dtype=object), op)
     sig = (ops["input_shapes"].astype(str) + "\x1f" + ops["dtypes"].astype(str)).to_numpy(dtype=object)
-    uniq, inv = np.unique(sig.astype(str), return_inverse=True)
+    # Hashed, never a fixed-width str array: one megabyte-long shapes arg made np.unique's
+    # '<U' copy rows x longest (2,500 x 1 MB chars: 9.3 GiB).
+    codes, uniq = factorize(sig)
     text = []
     for u in uniq:
         shapes, dtypes = (compact(x) for x in u.split("\x1f"))
         text.append(" ".join(x for x in (short_shapes(shapes), short_dtypes(dtypes)) if x))
-    rest = np.array(text, dtype=object)[inv]
+    rest = np.array(text, dtype=object)[codes]
     return pd.Series([f"{a} {b}".strip() for a, b in zip(op, rest)], index=ops.index)
 
 

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Union
 from porter import __version__
 
 from porter.core import columns
-from porter.core.atomic import cannot_write, clean_stale, exchange, staged_path, writable_dir
+from porter.core.atomic import cannot_write, clean_stale, exchange, forget, staged_path, track, writable_dir
 from porter.core.errors import BundleError
 from porter.core.run import Run
+from porter.core.checked import FieldOutOfRange
 from porter.core.schema import KERNEL_COLUMNS, OPS_COLUMNS, SCHEMA_VERSION, SchemaViolation, coerce_kernels, coerce_ops
 
 if TYPE_CHECKING:  # pandas loads when a bundle is read into DataFrames, not to write one
@@ -105,8 +106,9 @@ def staging(dest: Path) -> Iterator[Path]:
                           hint="move it away or choose another output")
     tmp = staged_path(dest)
     try:
-        os.mkdir(tmp)
+        os.mkdir(track(tmp))
     except OSError as exc:
+        forget(tmp)
         raise cannot_write(exc, dest) from None
     try:
         yield tmp
@@ -117,6 +119,8 @@ def staging(dest: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        forget(tmp)
 
 
 def _move_into_place(tmp: Path, dest: Path) -> None:
@@ -150,15 +154,26 @@ def base_manifest(**fields: Any) -> dict[str, Any]:
     return manifest
 
 
-def write_tables(dirpath: Path, ops: Union["pd.DataFrame", columns.Table],
-                 kernels: Union["pd.DataFrame", columns.Table]) -> None:
-    """Validate and write both tables (DataFrames or numpy columns) into dirpath (a staging
-    directory), straight from their numpy columns with pyarrow."""
+def encode_tables(ops: Union["pd.DataFrame", columns.Table],
+                  kernels: Union["pd.DataFrame", columns.Table]) -> dict[str, bytes]:
+    """Both tables (DataFrames or numpy columns) validated and encoded as Parquet, in memory:
+    file name -> bytes, ready before a staged folder is made (a kill while they encode leaves
+    nothing behind)."""
     ops_t = columns.coerce_ops(columns.as_columns(ops))
     kernels_t = columns.coerce_kernels(columns.as_columns(kernels))
     columns.validate(ops_t, kernels_t)
-    columns.write_parquet(ops_t, OPS_COLUMNS, dirpath / OPS)
-    columns.write_parquet(kernels_t, KERNEL_COLUMNS, dirpath / KERNELS)
+    return {OPS: columns.parquet_bytes(ops_t, OPS_COLUMNS), KERNELS: columns.parquet_bytes(kernels_t, KERNEL_COLUMNS)}
+
+
+def write_files(dirpath: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (dirpath / name).write_bytes(data)
+
+
+def write_tables(dirpath: Path, ops: Union["pd.DataFrame", columns.Table],
+                 kernels: Union["pd.DataFrame", columns.Table]) -> None:
+    """Validate and write both tables into dirpath (a staging directory)."""
+    write_files(dirpath, encode_tables(ops, kernels))
 
 
 def write_manifest(dirpath: Path, manifest: dict[str, Any]) -> None:
@@ -215,7 +230,7 @@ def load_bundle(path: Path) -> Bundle:
         ops = pd.read_parquet(path / OPS)
         kernels = pd.read_parquet(path / KERNELS)
         ops, kernels = coerce_ops(ops), coerce_kernels(kernels)
-    except (OSError, ValueError, TypeError, OverflowError, SchemaViolation) as exc:
+    except (OSError, ValueError, TypeError, OverflowError, SchemaViolation, FieldOutOfRange) as exc:
         text = " ".join(str(exc).split())[:200]
         raise BundleError(f"unreadable tables ({text}); the bundle is damaged", path=path,
                           hint="re-ingest its raw trace (raw/)") from None

@@ -11,8 +11,8 @@ from pathlib import Path
 from porter.core.atomic import OutputError, check_output_dir
 from porter.core.columns import n_rows
 from porter.core.run import job_rank
-from porter.bundles.bundle import (RAW, Bundle, base_manifest, file_sha256, is_bundle, is_porter_bundle, load_bundle, staging,
-                          write_manifest, write_tables)
+from porter.bundles.bundle import (RAW, Bundle, base_manifest, encode_tables, file_sha256, is_bundle, is_porter_bundle,
+                                   load_bundle, staging, write_files, write_manifest)
 from profilers.base import ReadResult
 from profilers.detect import read_trace
 
@@ -79,12 +79,14 @@ def ingest(trace: Path, out_dir: Path, fmt: str | None = None, keep_raw: bool = 
     result = read_trace(trace, fmt)
     elapsed = time.perf_counter() - t0
     dest = bundle_dest(out_dir, bundle_name_for(trace), taken)
+    files = encode_tables(result.ops_table, result.kernels_table)  # all ready before the staged folder exists
+    manifest = manifest_for(trace, result, elapsed)
     with staging(dest) as tmp:
-        write_tables(tmp, result.ops_table, result.kernels_table)
+        write_files(tmp, files)
         if keep_raw:
             (tmp / RAW).mkdir()
             shutil.copy2(trace, tmp / RAW / safe_raw_name(trace))
-        write_manifest(tmp, manifest_for(trace, result, elapsed))
+        write_manifest(tmp, manifest)
     return dest
 
 

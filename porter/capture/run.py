@@ -29,7 +29,8 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from porter.bundles.bundle import ACTIVATIONS, RAW, base_manifest, file_sha256, staging, write_manifest, write_tables
+from porter.bundles.bundle import (ACTIVATIONS, RAW, base_manifest, encode_tables, file_sha256, staging, write_files,
+                                   write_manifest, write_tables)
 from porter.core.errors import PorterError
 from porter.capture.models import ModelSpec, load_model
 from porter.core.schema import empty_kernels, empty_ops
@@ -131,8 +132,9 @@ def _manifest(model: ModelSpec, target: str, stack: Stack, dev: str, opts: Captu
 def write_failed(dest: Path, model: ModelSpec, target: str, stack: Stack, device: str, opts: CaptureOptions,
                  failure: CaptureFailure, prepared: Prepared | None) -> None:
     """A bundle that records what failed and where, with empty tables."""
+    files = encode_tables(empty_ops(), empty_kernels())
     with staging(dest) as tmp:
-        write_tables(tmp, empty_ops(), empty_kernels())
+        write_files(tmp, files)
         info = {k: v for k, v in (prepared.info if prepared else {}).items() if not k.startswith("_")}
         write_manifest(tmp, _manifest(
             model, target, stack, device, opts, status="failed",

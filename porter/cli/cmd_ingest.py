@@ -12,7 +12,7 @@ from porter.cli.process import MAX_INFLATE_HELP, imports_settled, set_max_inflat
 from porter.core.atomic import OutputError
 from porter.core.errors import PorterError
 from porter.core.suggest import did_you_mean
-from porter.core.units import fmt_us
+from porter.core.units import elide, fmt_us
 
 ENGINE_HELP = ("Where a job directory's ranks are read: local (a process pool on this machine, the default), "
                "serial, or ray (a local Ray instance, or the cluster at --address).")
@@ -87,10 +87,12 @@ NUMBER_COLUMNS_WIDTH = 46  # what `porter show`'s number columns and borders tak
 
 
 def _key_cell(key: str, by: str, width: int) -> str:
-    """A row's name for a table cell: module paths shortened from the middle, others wrap."""
+    """A row's name for a table cell: module paths shortened from the middle, others wrap;
+    a name past DISPLAY_CHARS elided with a marker (a 200 MB kernel name made rich lay out
+    200 MB of cell: a MemoryError after 83 s)."""
     from reports.terminal import abbreviate
 
-    return abbreviate(key, width) if by == "module" else key
+    return abbreviate(key, width) if by == "module" else elide(key)
 
 
 def show(
@@ -197,7 +199,7 @@ def show_diagnosis(diag: Path, by: str, top: int) -> None:
         gap = r.get("delta_us") or 0.0
         colour = "red" if gap > 0 else "green"
         ratio = r.get("ratio")
-        table.add_row(escape(_key_cell(key, by, name_w)), count, fmt_us(r.get("source_us")), fmt_us(r.get("target_us")),
+        table.add_row(escape(shown(_key_cell(key, by, name_w))), count, fmt_us(r.get("source_us")), fmt_us(r.get("target_us")),
                       f"[{colour}]{'+' if gap > 0 else ''}{fmt_us(gap)}[/]", "-" if ratio is None else f"{ratio:.2f}x")
     out.print(table)
     if len(rows) > top:

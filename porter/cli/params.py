@@ -4,7 +4,10 @@ typer 0.2x coerces every parameter through a pydantic TypeAdapter: importing pyd
 building the adapters costs ~0.1 s CPU in every command, a tenth of a small pair's whole
 diagnosis. A parameter with one of those four types and no parser, range or clamp is
 coerced here the way click did; anything else (bools given as text, enums, lists, ranges)
-keeps typer's own coercion. With a typer that has no such layer this changes nothing.
+keeps typer's own coercion. A Path is only made a Path: porter checks each path where it
+uses it (missing, unreadable, a directory, a FIFO: one line, exit 2), where typer's own
+check printed its three-line usage block. With a typer that has no such layer this changes
+nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ PLAIN = (str, int, float)
 def install() -> bool:
     """Route plain parameters around the pydantic adapters; False when this typer has none."""
     try:
-        from typer import _coercion, _param_types, core
+        from typer import _coercion, core
         from typer._click.exceptions import BadParameter
     except ImportError:  # typer before the pydantic layer: click coerces
         return False
@@ -29,7 +32,7 @@ def install() -> bool:
 
     @dataclass(frozen=True)
     class PlainRuntimeParam(_coercion.RuntimeParam):  # type: ignore[misc, name-defined]
-        """str/int/float by the type's own constructor; Path by typer's own path check."""
+        """str/int/float by the type's own constructor; Path by Path() alone (porter checks paths)."""
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             if get_origin(self.annotation) is list:  # list[X]: each value as an X (one value alone too)
@@ -39,11 +42,9 @@ def install() -> bool:
             return self._one(self.annotation, value, param, ctx)
 
         def _one(self, kind: Any, value: Any, param: Any, ctx: Any) -> Any:
-            if kind is Path:
-                path_type = self.parameter_info.path_type or kind
-                if isinstance(value, str) and isinstance(path_type, type) and issubclass(path_type, Path):
-                    value = path_type(value)  # what pydantic's Path adapter makes of text; typer then checks it
-                return _param_types.coerce_cli_path(value, self.parameter_info, path_type=path_type, param=param, ctx=ctx)
+            if kind is Path:  # checked by porter where it is used: one line, exit 2 (typer's check
+                # printed its usage block for an unreadable path, and only where it ran as non-root)
+                return value if isinstance(value, Path) else Path(value)
             if type(value) is kind:
                 return value
             try:
@@ -78,7 +79,7 @@ def install() -> bool:
 
 def plain(descriptor: Any) -> bool:
     """A parameter whose value (or each value of a list) needs no more than its type's
-    constructor (or typer's path check)."""
+    constructor."""
     info, kind = descriptor.parameter_info, descriptor.annotation
     if descriptor.file_annotation is not None or getattr(info, "parser", None) is not None:
         return False

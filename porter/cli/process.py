@@ -1,16 +1,20 @@
 """How a `porter` process starts and ends: what it turns off or on before a command's imports
 (threads, the cyclic collector, pandas options, typer's help), which commands typer builds,
-and how it exits. CLI only: a library never changes its caller's process like this."""
+the staged outputs of killed runs cleaned and this run's removed on SIGTERM/SIGHUP, and how
+it exits. CLI only: a library never changes its caller's process like this."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from porter.cli.console import fail, print_error
+from porter.core.atomic import clean_stale, remove_live
 from porter.core.errors import PorterError
 
 if TYPE_CHECKING:
@@ -114,12 +118,65 @@ def only_the_command_run(app: Typer, argv: list[str]) -> None:
         app.registered_groups = []
 
 
+def _die_clean(signum: int, frame: object) -> None:
+    """A signal that would end the process: remove what it has staged, then die of that signal
+    (the default action, so the exit status still says which)."""
+    remove_live()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def staging_removed_on_signals() -> None:
+    """SIGTERM and SIGHUP take the process's staged outputs with them (Ctrl-C's
+    KeyboardInterrupt already unwinds through bundle.staging()); a handler someone else
+    installed is left alone. kill -9 cannot be caught: clean_stale_at_start() is for that."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _die_clean)
+
+
+def _default_outputs(app: Typer) -> set[Path]:
+    """The Path defaults of every command's options (bundles/, diagnosis/, ops/ ...)."""
+    import inspect
+
+    commands = list(app.registered_commands)
+    for group in app.registered_groups:
+        commands += getattr(group.typer_instance, "registered_commands", [])
+    found = set()
+    for c in commands:
+        if c.callback is None:
+            continue
+        for param in inspect.signature(c.callback).parameters.values():
+            default = getattr(param.default, "default", None)
+            if isinstance(default, Path):
+                found.add(default)
+    return found
+
+
+def clean_stale_at_start(app: Typer, argv: list[str]) -> None:
+    """Staged folders a killed (kill -9) porter left are removed at the start of the next
+    command run here: in the working directory, the commands' default output folders, and
+    each folder the command line names (or holds a file it names)."""
+    folders = {Path(".")} | _default_outputs(app)
+    for word in argv:
+        path = Path(word.split("=", 1)[1] if word.startswith("--") and "=" in word else word)
+        folders |= {path, path.parent}
+    for folder in folders:
+        try:
+            if folder.is_dir():
+                clean_stale(folder)
+        except OSError:  # unreadable: the command itself says so
+            continue
+
+
 def main(app: Typer) -> None:
     """Run one command line on app (porter.cli.app passes its own: the commands it registers
     import this module, so this one never imports them)."""
     import gc
 
     one_blas_thread(sys.argv[1:])
+    staging_removed_on_signals()
+    clean_stale_at_start(app, sys.argv[1:])
     registered = app.registered_commands, app.registered_groups
     only_the_command_run(app, sys.argv[1:])
     gc.disable()  # until the command's heavy imports are in (imports_settled, or options() for other commands)
@@ -128,6 +185,9 @@ def main(app: Typer) -> None:
     except PorterError as exc:  # raised outside a command's own handling
         print_error(exc)
         sys.exit(exc.exit_code)
+    except PermissionError as exc:  # a path the user named that this user may not read or list
+        print_error(PorterError(f"permission denied{'' if exc.filename else f' ({exc})'}", path=exc.filename))
+        sys.exit(PorterError.exit_code)
     finally:
         app.registered_commands, app.registered_groups = registered  # a second main() in the process sees all
 

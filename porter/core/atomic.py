@@ -5,8 +5,11 @@ Everything porter writes is first staged under a name only porter uses,
 `.porter-old-...`), then renamed over the destination: a reader sees the old file or the
 new one, never half of either. A run killed mid-write leaves only such staged entries;
 the next write into that folder removes them (or puts an old bundle back) when their
-process is gone and they are older than the current process. Nothing else there is ever
-deleted or renamed. Directory-sized outputs use porter.bundles.bundle.staging(); files use
+process is gone and they are older than the current process (the CLI also cleans, at the
+start of every command, the working directory and the folders its command line names). A
+staged path is made only once its first byte is ready, and is tracked until it is renamed, so
+a signal handler (remove_live, installed by the CLI) takes it away on SIGTERM/SIGHUP. Nothing
+else there is ever deleted or renamed. Directory-sized outputs use porter.bundles.bundle.staging(); files use
 atomic_write_bytes/atomic_write_text.
 """
 
@@ -40,6 +43,33 @@ def staged_path(dest: Path, kind: str = "new") -> Path:
     if name.encode("utf-8", "surrogateescape") != raw:
         kind = "new"
     return dest.with_name(f".porter-{kind}-{os.getpid()}-{secrets.token_hex(4)}-{name}")
+
+
+_LIVE: set[str] = set()  # staged paths this process made and has not yet renamed or removed
+
+
+def track(path: Path) -> Path:
+    """Note a staged path this process just made, so remove_live() can take it away on a signal."""
+    _LIVE.add(os.fspath(path))
+    return path
+
+
+def forget(path: Path) -> None:
+    _LIVE.discard(os.fspath(path))
+
+
+def remove_live() -> list[str]:
+    """Remove every staged path this process made and still holds: what a signal handler calls
+    before the process dies (the CLI installs it: porter.cli.process). Only this process's own
+    names (a forked child inherits the set but not the paths); never an `old` bundle."""
+    mine = f".porter-new-{os.getpid()}-"
+    gone = []
+    for path in sorted(_LIVE):
+        if os.path.basename(path).startswith(mine):
+            _remove(Path(path))
+            gone.append(path)
+    _LIVE.difference_update(gone)
+    return gone
 
 
 def _process_alive(pid: int) -> bool:
@@ -157,7 +187,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     clean_stale(path.parent)
     if path.is_dir():
         raise OutputError("is a directory; porter writes a file here", path=path, hint="choose another output name")
-    tmp = staged_path(path)
+    tmp = track(staged_path(path))
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "wb") as fh:
@@ -171,6 +201,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        forget(tmp)
     return path
 
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from porter.core.schema import (  # Table, from_frame and check_invariants live there: its validate uses them
-    KERNEL_COLUMNS, OPS_COLUMNS, Column, SchemaViolation, Table, check_invariants, dtype_of, from_frame, unknown_of,
+    KERNEL_COLUMNS, OPS_COLUMNS, Column, SchemaViolation, Table, check_invariants, checked_numbers, dtype_of, from_frame,
+    unknown_of,
 )
 
 if TYPE_CHECKING:
@@ -55,9 +56,10 @@ def _as_str(arr: np.ndarray) -> np.ndarray:
     return out
 
 
-def coerce(table: Table, columns: tuple[Column, ...]) -> Table:
+def coerce(table: Table, columns: tuple[Column, ...], name: str = "table") -> Table:
     """Exactly the schema's columns, in order, with its dtypes; optional columns a reader
-    left out are filled with their unknown value."""
+    left out are filled with their unknown value. A trace value a numeric column cannot hold
+    is FieldOutOfRange naming `name.column`."""
     n = n_rows(table)
     out: Table = {}
     for c in columns:
@@ -66,20 +68,21 @@ def coerce(table: Table, columns: tuple[Column, ...]) -> Table:
                 raise SchemaViolation(f"missing column {c.name!r}")
             out[c.name] = np.full(n, unknown_of(c.kind), dtype=dtype_of(c.kind))
             continue
-        arr = np.asarray(table[c.name])
+        given = table[c.name]  # a list of str must not become a fixed-width '<U' array
+        arr = np.asarray(given, dtype=object if c.kind == "str" and not isinstance(given, np.ndarray) else None)
         if c.kind == "str":
             out[c.name] = _as_str(arr)
         else:
-            out[c.name] = arr if arr.dtype == dtype_of(c.kind) else arr.astype(dtype_of(c.kind))
+            out[c.name] = arr if arr.dtype == dtype_of(c.kind) else checked_numbers(arr, c, name)
     return out
 
 
 def coerce_ops(table: Table) -> Table:
-    return coerce(table, OPS_COLUMNS)
+    return coerce(table, OPS_COLUMNS, "ops")
 
 
 def coerce_kernels(table: Table) -> Table:
-    return coerce(table, KERNEL_COLUMNS)
+    return coerce(table, KERNEL_COLUMNS, "kernels")
 
 
 _KIND_OF = {"str": "OUS", "int": "iu", "float": "f", "bool": "b"}
@@ -104,10 +107,23 @@ def validate(ops: Table, kernels: Table) -> None:
 def write_parquet(table: Table, columns: tuple[Column, ...], path: Path) -> None:
     """One coerced table as Parquet, typed as the schema says: what pandas' to_parquet wrote
     (NaN stored as null), without its index metadata (the tables have none)."""
+    write_table(_arrow_table(table, columns), path)
+
+
+def parquet_bytes(table: Table, columns: tuple[Column, ...]) -> bytes:
+    """write_parquet's file, in memory (the same bytes)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    write_table(_arrow_table(table, columns), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _arrow_table(table: Table, columns: tuple[Column, ...]) -> Any:
     import pyarrow as pa
 
     arrays = [_arrow(np.asarray(table[c.name]), c.kind) for c in columns]
-    write_table(pa.Table.from_arrays(arrays, names=[c.name for c in columns]), path)
+    return pa.Table.from_arrays(arrays, names=[c.name for c in columns])
 
 
 # pyarrow.parquet.write_table's defaults, spelt out for the writer underneath it
@@ -116,14 +132,14 @@ PARQUET_OPTIONS = {"version": "2.6", "use_dictionary": True, "compression": "sna
                    "use_compliant_nested_type": True, "store_schema": True, "writer_engine_version": "V2"}
 
 
-def write_table(table: Any, path: Path) -> None:
+def write_table(table: Any, path: Path | Any) -> None:
     """An Arrow table as a Parquet file through pyarrow's compiled writer: pyarrow.parquet's
     Python layer imports pyarrow.dataset and the file systems (~0.014 s, a twentieth of a
     small `porter ingest`). Same options, so the same bytes as pq.write_table (checked in
     tests/core/test_columns.py); pq.write_table itself when that writer is not there."""
     try:
         from pyarrow._parquet import ParquetWriter
-        writer = ParquetWriter(str(path), table.schema, **PARQUET_OPTIONS)
+        writer = ParquetWriter(str(path) if isinstance(path, Path) else path, table.schema, **PARQUET_OPTIONS)
     except (ImportError, TypeError):  # another pyarrow: its public writer
         import pyarrow.parquet as pq
 

@@ -100,9 +100,19 @@ _COMPILED_COLLECTIVE = _tokens(_COLLECTIVE)
 _COMPILED_KERNEL = [(cls, re.compile(p)) for cls, p in _KERNEL_RULES]
 
 
-@lru_cache(maxsize=65536)
+# A name is classified by its first CLASSIFY_CHARS characters: what says its class is at its
+# start (real C++ kernel names reach ~5,100 characters), and a 200 MB name from a damaged or
+# hostile trace took the rules' 420 searches 64 s (and the cache kept it alive).
+CLASSIFY_CHARS = 16384
+
+
 def classify_op(name: str) -> str:
     """Class of a framework-level op (aten::*, HLO/jax op, ONNX op type)."""
+    return _classify_op(name[:CLASSIFY_CHARS])
+
+
+@lru_cache(maxsize=65536)
+def _classify_op(name: str) -> str:
     ns, short = op_tokens(name)
     if ns in _COLLECTIVE_NAMESPACES or name.startswith(("nccl:", "rccl:")) or _COMPILED_COLLECTIVE.search(short):
         return "collective"
@@ -112,9 +122,13 @@ def classify_op(name: str) -> str:
     return "other"
 
 
-@lru_cache(maxsize=65536)
 def classify_kernel(name: str) -> str:
     """Class of a device kernel from its (possibly mangled) name."""
+    return _classify_kernel(name[:CLASSIFY_CHARS])
+
+
+@lru_cache(maxsize=65536)
+def _classify_kernel(name: str) -> str:
     for cls, pattern in _COMPILED_KERNEL:
         if pattern.search(name):
             return "copy" if cls == "memcpy_" else cls

@@ -53,10 +53,29 @@ SHORT_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "
 
 
 def short_shapes(shapes: str) -> str:
-    """'[[16,559,1],[],[]]' -> '[[16,559,1]]': trailing scalar arguments say nothing."""
-    while shapes.endswith(",[]]"):
-        shapes = shapes[:-4] + "]"
-    return shapes
+    """'[[16,559,1],[],[]]' -> '[[16,559,1]]': trailing scalar arguments say nothing. One cut
+    (a trace's shapes may be a megabyte of ',[]': cutting one at a time was quadratic)."""
+    if not shapes.endswith(",[]]"):
+        return shapes
+    end = len(shapes) - 1  # the closing ']'
+    while shapes.startswith(",[]", end - 3, end):
+        end -= 3
+    return shapes[:end] + "]"
+
+
+DISPLAY_CHARS = 8000  # longer names are shown elided (tables keep them whole); real C++ kernel names reach ~5,100
+ELIDED = "\u2026[{n:,} chars elided]\u2026"
+
+
+def elide(text: str, limit: int = DISPLAY_CHARS) -> str:
+    """Text for display: whole up to `limit` characters, else its head and tail around a marker
+    saying how much was left out. Traces come from anywhere (a 200 MB kernel name, a megabyte of
+    input shapes); tables, bundles and diagnosis.json keep the whole value, only views elide."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 2)
+    head, tail = keep - keep // 4, keep // 4
+    return text[:head] + ELIDED.format(n=len(text) - head - tail) + text[len(text) - tail:]
 
 
 def short_dtypes(dtypes: str) -> str:

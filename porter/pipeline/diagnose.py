@@ -32,7 +32,7 @@ from porter.analysis.opshape import class_gross, op_shape_table
 from porter.analysis.paircheck import check_pair
 from porter.analysis.roofline import group_roofline, roofline_block, side_ceilings
 from porter.core.stacks import stack_of
-from porter.bundles.bundle import RAW, Bundle, is_bundle, run_of, staging, write_manifest, write_tables
+from porter.bundles.bundle import RAW, Bundle, encode_tables, is_bundle, run_of, staging, write_files, write_manifest
 from porter.bundles.ingest import safe_raw_name
 from porter.core.atomic import check_output_dir
 from porter.core.errors import BundleError, PorterError
@@ -224,11 +224,13 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
     """Store an input beside the diagnosis as a bundle (copy one, or write a read trace)."""
     if dest.exists() and b.path.resolve() == dest.resolve():
         return
-    with staging(dest) as tmp:
-        if is_bundle(b.path):
+    if is_bundle(b.path):
+        with staging(dest) as tmp:
             shutil.copytree(b.path, tmp, dirs_exist_ok=True)
-            return
-        write_tables(tmp, b.ops, b.kernels)
+        return
+    files = encode_tables(b.ops, b.kernels)  # ready before the staged folder exists
+    with staging(dest) as tmp:
+        write_files(tmp, files)
         (tmp / RAW).mkdir()
         shutil.copy2(b.path, tmp / RAW / safe_raw_name(b.path))
         manifest = {k: v for k, v in b.manifest.items() if k != "meta"}
