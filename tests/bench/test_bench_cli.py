@@ -29,12 +29,14 @@ def test_bench_runs_records_failures_reports_and_regress_passes(tmp_path):
     assert "work-train" in out and "train mode runs on the eager and inductor stacks, not xla" in out
 
     p = run_porter("regress", "--db", db, "--json")
-    assert p.returncode == 0, p.stderr
     verdicts = {v["series"]: v for v in json.loads(p.stdout)["series"]}
     assert len(verdicts) == 4
     assert {v["status"] for k, v in verdicts.items() if "cuda" in k or "xla" in k} == {"failed"}
     # one run per series: no verdict yet (or an unstable newest run, on a busy machine); never a regression
-    assert all(v["status"] in ("too little history", "unstable") for k, v in verdicts.items() if k.endswith("cpu:eager"))
+    eager = {v["status"] for k, v in verdicts.items() if k.endswith("cpu:eager")}
+    assert eager <= {"too little history", "unstable"}
+    # an unstable series cannot be judged (exit 4, porter regress --help); otherwise nothing regressed (0)
+    assert p.returncode == (4 if "unstable" in eager else 0), p.stderr
 
     p = run_porter("bench", "report", "--db", db, "-o", str(tmp_path / "rep"))
     assert p.returncode == 0, p.stderr

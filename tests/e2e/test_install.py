@@ -20,7 +20,7 @@ from conftest import FIXTURES, REPO
 @pytest.mark.slow
 def test_non_editable_install_diagnoses_and_renders(tmp_path):
     site, src = tmp_path / "site", tmp_path / "src"  # a copy: setuptools builds in the source tree
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".venv-*", ".git", "build", "*.egg-info", "__pycache__"))
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                           "--disable-pip-version-check", "--target", str(site), str(src)],
                          capture_output=True, text=True, timeout=600)
