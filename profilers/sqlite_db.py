@@ -109,11 +109,20 @@ def ints(values: Iterable[Any], name: str, db: Database, default: int | None = N
     vals = list(values)
     if default is not None:
         vals = [default if v is None else v for v in vals]
-    bad = next((v for v in vals if type(v) is not int), None) if vals else None
-    if bad is not None or (vals and not all(-(2**63) <= v < 2**63 for v in vals)):
-        raise db.fail(f"column {name} holds {type(bad).__name__ if bad is not None else 'an out-of-range'} value "
-                      f"{bad!r} where an integer belongs")
+    bad = next((i for i, v in enumerate(vals) if type(v) is not int), None)  # an index: the value may be None
+    if bad is not None:
+        value = vals[bad]
+        what = "NULL" if value is None else f"{type(value).__name__} value {_short(value)}"
+        raise db.fail(f"column {name} holds {what} where an integer belongs")
+    out = next((v for v in vals if not -(2**63) <= v < 2**63), None)
+    if out is not None:
+        raise db.fail(f"column {name} holds {out} where an int64 belongs")
     return np.array(vals, dtype=np.int64) if vals else np.zeros(0, dtype=np.int64)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def intervals(starts: np.ndarray, ends: np.ndarray, name: str, db: Database) -> None:

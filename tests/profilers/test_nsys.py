@@ -87,11 +87,11 @@ def test_a_report_file_gets_the_export_hint(tmp_path: Path) -> None:
 
 
 def damaged_copy(source: Path, path: Path, sql: str) -> Path:
-    """A writable copy of a corpus database with one SQL statement applied."""
+    """A writable copy of a corpus database with SQL statements (';'-separated) applied."""
     shutil.copy(source, path)
     path.chmod(0o644)
     with sqlite3.connect(path) as conn:
-        conn.execute(sql)
+        conn.executescript(sql)
     return path
 
 
@@ -109,4 +109,15 @@ def test_text_where_a_time_belongs_is_one_line(corpus: Path, tmp_path: Path) -> 
     path = damaged_copy(corpus / "nsys/h100x2_mfu_before.sqlite", tmp_path / "wrongtype.sqlite",
                         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 7")
     with pytest.raises(TraceFormatError, match="column start holds str value 'soon'"):
+        read_trace(path)
+
+
+def test_null_where_a_time_belongs_is_one_line(corpus: Path, tmp_path: Path) -> None:
+    """Was a TypeError from the int64 range check (fuzz case 953: None <= int)."""
+    path = damaged_copy(corpus / "nsys/h100x2_mfu_before.sqlite", tmp_path / "null.sqlite",
+                        # the column is NOT NULL; a table copy (CREATE AS SELECT) drops that, as a damaged page would
+                        "CREATE TABLE r AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME;"
+                        "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; ALTER TABLE r RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME;"
+                        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = NULL WHERE rowid = 7")
+    with pytest.raises(TraceFormatError, match="column CUPTI_ACTIVITY_KIND_RUNTIME.start holds NULL where an integer"):
         read_trace(path)
