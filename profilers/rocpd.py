@@ -24,7 +24,7 @@ import numpy as np
 
 from porter.core.opclass import classify_kernel
 from profilers.base import ReadResult, TraceMeta
-from profilers.sqlite_db import Database, DeviceWork, intervals, ints, is_sqlite, open_db, table_names
+from profilers.sqlite_db import Database, DeviceWork, intervals, ints, is_sqlite, nullable_ints, open_db, table_names
 
 FORMAT = "rocpd"
 RPD_TABLES = ("rocpd_op", "rocpd_api", "rocpd_api_ops", "rocpd_string")
@@ -72,8 +72,7 @@ def _columns(rows: list[tuple], n: int) -> list[tuple]:
 def _launches(db: Database, rows: list[tuple], n_cols: int) -> tuple[np.ndarray, np.ndarray]:
     """(call start, call end) columns from the last two of each row, NaN where no call."""
     col = _columns(rows, n_cols)
-    start = np.array([np.nan if v is None else v for v in col[-2]], dtype=np.float64)
-    end = np.array([np.nan if v is None else v for v in col[-1]], dtype=np.float64)
+    start, end = nullable_ints(col[-2], "API call start", db), nullable_ints(col[-1], "API call end", db)
     if len(start) and (end < start).any():
         raise db.fail("an API call ends before it starts")
     return start, end

@@ -37,6 +37,12 @@ class Database:
     def fail(self, problem: str, hint: str | None = None) -> TraceFormatError:
         return TraceFormatError(f"{self.what}: {problem}", path=self.path, hint=hint)
 
+    def damaged(self, exc: sqlite3.Error) -> TraceFormatError:
+        """sqlite3's message on one line, cut: it may quote a damaged value (an environment
+        variable's shell function, a megabyte of text)."""
+        text = " ".join(str(exc).split())
+        return self.fail(f"damaged or unexpected database ({text if len(text) <= 160 else text[:157] + '...'})")
+
     def require(self, *tables: str, hint: str | None = None) -> None:
         missing = [t for t in tables if t not in self.tables]
         if missing:
@@ -49,7 +55,7 @@ class Database:
         try:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise self.fail(f"damaged or unexpected database ({exc})") from None
+            raise self.damaged(exc) from None
 
     def close(self) -> None:
         self.conn.close()
@@ -118,6 +124,15 @@ def ints(values: Iterable[Any], name: str, db: Database, default: int | None = N
     if out is not None:
         raise db.fail(f"column {name} holds {out} where an int64 belongs")
     return np.array(vals, dtype=np.int64) if vals else np.zeros(0, dtype=np.int64)
+
+
+def nullable_ints(values: Iterable[Any], name: str, db: Database) -> np.ndarray:
+    """An integer column that may be NULL, as float64 with NaN for NULL; text an error."""
+    vals = list(values)
+    bad = next((i for i, v in enumerate(vals) if v is not None and type(v) is not int), None)
+    if bad is not None:
+        raise db.fail(f"column {name} holds {type(vals[bad]).__name__} value {_short(vals[bad])} where an integer belongs")
+    return np.array([np.nan if v is None else float(v) for v in vals], dtype=np.float64)
 
 
 def _short(value: Any) -> str:

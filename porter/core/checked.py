@@ -9,6 +9,7 @@ value that does not fit is an input error naming the column (the reader adds the
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,12 @@ import numpy as np
 from porter.core.errors import TraceFormatError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# The longest text a trace field may hold. The corpus's longest is 5,649 characters (a
+# kernel list on an op) and 5,123 (a demangled kernel name); 4 Mi is ~700x that, so a
+# megabyte of Input Dims (porter keeps and hashes it) passes and a 200 MB kernel name, whose
+# tables and views would cost gigabytes, is refused by name.
+MAX_FIELD_CHARS = 4 << 20
+FIELD_CHARS_ENV = "PORTER_MAX_FIELD_CHARS"
 _FLOAT_EDGE = 2.0**63  # the first float past INT64_MAX (INT64_MAX itself rounds up to it)
 
 
@@ -82,3 +89,23 @@ def as_float64(values: Any, field: str) -> np.ndarray:
         except (OverflowError, TypeError, ValueError):
             raise _refuse(field, v, "is not a number within float64") from None
     return arr.astype(np.float64)
+
+
+def max_field_chars() -> int:
+    """The limit in force: PORTER_MAX_FIELD_CHARS when set (0: none), else MAX_FIELD_CHARS."""
+    try:
+        return int(os.environ.get(FIELD_CHARS_ENV, MAX_FIELD_CHARS))
+    except ValueError:
+        return MAX_FIELD_CHARS
+
+
+def check_text_length(values: np.ndarray, field: str) -> None:
+    """FieldOutOfRange naming `field` when one of its texts is past max_field_chars() (~25 ms
+    per million rows: one C-level pass of len)."""
+    limit = max_field_chars()
+    if limit <= 0 or not len(values):
+        return
+    longest = max(map(len, values))
+    if longest > limit:
+        raise FieldOutOfRange(f"{field}: one value is {longest:,} characters long, past porter's limit of "
+                              f"{limit:,} per field", hint=f"damaged trace? {FIELD_CHARS_ENV}=0 reads it anyway")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from porter.core.checked import check_text_length
 from porter.core.schema import (  # Table, from_frame and check_invariants live there: its validate uses them
     KERNEL_COLUMNS, OPS_COLUMNS, Column, SchemaViolation, Table, check_invariants, checked_numbers, dtype_of, from_frame,
     unknown_of,
@@ -58,8 +59,8 @@ def _as_str(arr: np.ndarray) -> np.ndarray:
 
 def coerce(table: Table, columns: tuple[Column, ...], name: str = "table") -> Table:
     """Exactly the schema's columns, in order, with its dtypes; optional columns a reader
-    left out are filled with their unknown value. A trace value a numeric column cannot hold
-    is FieldOutOfRange naming `name.column`."""
+    left out are filled with their unknown value. A trace value a numeric column cannot hold,
+    or a text past the per-field limit, is FieldOutOfRange naming `name.column`."""
     n = n_rows(table)
     out: Table = {}
     for c in columns:
@@ -72,6 +73,7 @@ def coerce(table: Table, columns: tuple[Column, ...], name: str = "table") -> Ta
         arr = np.asarray(given, dtype=object if c.kind == "str" and not isinstance(given, np.ndarray) else None)
         if c.kind == "str":
             out[c.name] = _as_str(arr)
+            check_text_length(out[c.name], f"{name}.{c.name}")
         else:
             out[c.name] = arr if arr.dtype == dtype_of(c.kind) else checked_numbers(arr, c, name)
     return out

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from porter.core.checked import as_float64, as_int64
+from porter.core.checked import as_float64, as_int64, check_text_length
 
 if TYPE_CHECKING:  # pandas loads when a DataFrame is made (porter.core.columns: ~0.45 s a process)
     import pandas as pd
@@ -206,6 +206,7 @@ def _coerce(df: pd.DataFrame, columns: tuple[Column, ...], table: str) -> pd.Dat
         s = df[c.name]
         if c.kind == "str":
             out[c.name] = _as_str(s)
+            check_text_length(out[c.name].to_numpy(), f"{table}.{c.name}")
         elif s.dtype == _DTYPES[c.kind]:
             out[c.name] = pd.Series(s.to_numpy(), copy=False)  # already right: no copy
         else:

@@ -121,3 +121,16 @@ def test_null_where_a_time_belongs_is_one_line(corpus: Path, tmp_path: Path) -> 
                         "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = NULL WHERE rowid = 7")
     with pytest.raises(TraceFormatError, match="column CUPTI_ACTIVITY_KIND_RUNTIME.start holds NULL where an integer"):
         read_trace(path)
+
+
+def test_sqlites_own_message_quoting_damaged_text_stays_one_line(corpus: Path, tmp_path: Path) -> None:
+    """Was two lines (fuzz cases 6965 and 8422: sqlite3's decode error quoted an environment
+    variable's shell function, newline and all)."""
+    path = damaged_copy(corpus / "nsys/h100x2_mfu_before.sqlite", tmp_path / "badtext.sqlite",
+                        "UPDATE StringIds SET value = CAST(X'ff0a0a' || hex(randomblob(200)) AS TEXT) WHERE id = "
+                        "(SELECT min(id) FROM StringIds)")
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(path)
+    line = str(caught.value)
+    assert "\n" not in line and "badtext.sqlite" in line, line
+    assert "damaged or unexpected database (Could not decode to UTF-8" in line and len(line) < 400

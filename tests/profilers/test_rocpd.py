@@ -90,3 +90,14 @@ def test_missing_symbol_table_is_one_line(v3_db: Path) -> None:
         conn.execute(f'DROP TABLE "rocpd_info_kernel_symbol{rocpd_v3.UUID}"')
     with pytest.raises(TraceFormatError, match="rocprofv3 rocpd database: has no rocpd_info_kernel_symbol table"):
         read_trace(v3_db)
+
+
+@pytest.mark.skipif(not RPD, reason="trace corpus not found (set PORTER_TRACE_CORPUS)")
+def test_text_where_an_api_time_belongs_is_one_line(tmp_path: Path) -> None:
+    """Was numpy's ValueError (fuzz cases 5015, 8487: 'could not convert string to float')."""
+    path = tmp_path / "damaged.rpd"
+    path.write_bytes(RPD[0].read_bytes())
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE rocpd_api SET start = 'x' WHERE id IN (SELECT api_id FROM rocpd_api_ops LIMIT 1)")
+    with pytest.raises(TraceFormatError, match="column API call start holds str value 'x' where an integer belongs"):
+        read_trace(path)
