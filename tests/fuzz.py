@@ -6,11 +6,13 @@ Each case takes one seed trace (every corpus file a registered reader detects, c
 a few hundred events where its format has a cut, or whole; and the repo's fixture traces),
 damages it with tests/mutation.py (JSON as a document, SQLite as tables, XSpace as a
 message, any of them as bytes), ingests it into a scratch directory, and groups the bundle
-every way `porter show` can, cutting each key as the terminal and the reports show it. Porter's promise: the bundle is written, or a PorterError says what is wrong
-in one line naming the file. Anything else is counted: a crash (another exception, by
-signature), a hang (the watchdog kills the worker after --timeout s), a memory blow-up
-(MemoryError under the --memory-mb address-space limit, or a worker killed), or a bad
-message (more than one line, or the file not named). Case N is seeded with N, so
+every way `porter show` can, cutting each key as the terminal and the reports show it.
+Porter's promise: the bundle is written, or a PorterError says what is wrong in one line
+naming the file. Anything else is counted: a crash (another exception, by signature), a hang
+(the watchdog kills the worker after --timeout s of its CPU time, which other jobs on the
+machine do not inflate, or four times that of wall time), a memory blow-up (MemoryError under
+the --memory-mb address-space limit, or a worker killed), or a bad message (more than one
+line, or the file not named). Case N is seeded with N, so
 `--only N` replays it, and --save keeps each failing input.
 """
 
@@ -214,6 +216,20 @@ def _worker(seeds_: list[Seed], conn, memory_mb: int, scratch: Path) -> None:
         conn.send(run_case(seeds_, number, scratch))
 
 
+WALL_FACTOR = 4
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime: fields 14 and 15 of stat(5)
+
+
 class Pool:
     """Worker processes fed one case at a time; the parent is the watchdog."""
 
@@ -228,16 +244,16 @@ class Pool:
         proc = self.ctx.Process(target=_worker, args=(self.args[0], child, *self.args[1:]), daemon=True)
         proc.start()
         child.close()
-        return [proc, parent, None, 0.0]
+        return [proc, parent, None, 0.0, 0.0]  # process, pipe, case, wall and CPU clock at its start
 
     def run(self, numbers: list[int], seeds_: list[Seed], report) -> None:
         todo = collections.deque(numbers)
         busy = 0
         while todo or busy:
             for i, slot in enumerate(self.slots):
-                proc, conn, case, started = slot
+                proc, conn, case, started, cpu_started = slot
                 if case is None and todo:
-                    slot[2], slot[3] = todo.popleft(), time.monotonic()
+                    slot[2], slot[3], slot[4] = todo.popleft(), time.monotonic(), _cpu_seconds(proc.pid)
                     busy += 1
                     try:
                         conn.send(slot[2])
@@ -247,7 +263,11 @@ class Pool:
                 if case is None:
                     continue
                 seed = seeds_[case % len(seeds_)].name
-                if conn.poll(0.01):
+                if (over := self._over(proc.pid, started, cpu_started)) is not None:  # first: a result
+                    report(Outcome(case, seed, "hang", over))  # that came too late is still a hang
+                    self.slots[i] = self._replace(slot)
+                    busy -= 1
+                elif conn.poll(0.01):
                     try:
                         report(conn.recv())
                     except EOFError:
@@ -256,14 +276,20 @@ class Pool:
                     else:
                         slot[2] = None
                     busy -= 1
-                elif time.monotonic() - started > self.timeout:
-                    report(Outcome(case, seed, "hang", f"over {self.timeout:.0f} s"))
-                    self.slots[i] = self._replace(slot)
-                    busy -= 1
                 elif not proc.is_alive():
                     report(Outcome(case, seed, "died", f"exit code {proc.exitcode}"))
                     self.slots[i] = self._replace(slot)
                     busy -= 1
+
+    def _over(self, pid: int, started: float, cpu_started: float) -> str | None:
+        """Why the case counts as a hang, or None: over --timeout s of the worker's CPU time
+        (descheduling beside other jobs does not inflate it), or WALL_FACTOR times that of
+        wall time (a worker blocked without spinning)."""
+        if time.monotonic() - started > WALL_FACTOR * self.timeout:
+            return f"over {WALL_FACTOR * self.timeout:.0f} s of wall time"
+        if _cpu_seconds(pid) - cpu_started > self.timeout:
+            return f"over {self.timeout:.0f} s of CPU time"
+        return None
 
     def _replace(self, slot: list) -> list:
         slot[0].kill()
@@ -272,7 +298,7 @@ class Pool:
         return self._start()
 
     def close(self) -> None:
-        for proc, conn, _, _ in self.slots:
+        for proc, conn, *_ in self.slots:
             try:
                 conn.send(None)
             except OSError:
@@ -329,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", type=int, default=0, help="first case number")
     ap.add_argument("--only", type=int, nargs="*", help="replay these case numbers")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds before a case counts as a hang")
+    ap.add_argument("--timeout", type=float, default=30.0, help="CPU seconds before a case counts as a hang")
     ap.add_argument("--memory-mb", type=int, default=3072, help="address-space limit per worker (0: none)")
     ap.add_argument("--save", type=Path, help="write each failing input here")
     args = ap.parse_args(argv)
