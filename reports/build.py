@@ -28,7 +28,7 @@ __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", 
 
 
 from reports.fields import _f, _get
-from reports.findings import _accuracy, _fixes, confirmed_rows, plan_of
+from reports.findings import _accuracy, _fixes, confirmed_rows, plan_of, tried_best, tried_rows
 
 
 # ---------------------------------------------------------------- the two runs
@@ -323,6 +323,8 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         accuracy=_accuracy(d.get("accuracy")),
         fixes=_fixes(d.get("fixes")),
         plan=plan_of(d.get("plan")),
+        tried=tried_rows(d.get("tried")),
+        tried_best=tried_best(d.get("tried")),
         notes=_notes(d.get("unmatched") or {}),
         portability=_portability(d.get("portability")),
         portability_summary=_portability_summary(d.get("portability")),

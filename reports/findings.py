@@ -9,7 +9,7 @@ from typing import Any
 
 from porter.core.units import fmt_sci
 from reports.fields import _f, _get
-from reports.model import Accuracy, AccuracyRow, ConfirmedRow, Fix, Plan
+from reports.model import Accuracy, AccuracyRow, ConfirmedRow, Fix, Plan, TriedRow
 
 
 def _accuracy_rows(rows: Iterable[dict]) -> list[AccuracyRow]:
@@ -161,3 +161,27 @@ def confirmed_rows(block: dict | None) -> list[ConfirmedRow]:
                          alone_gap_us=_f(r.get("gap_us")), alone_low_us=_f(r.get("gap_low_us")),
                          alone_high_us=_f(r.get("gap_high_us")), verdict=confirmed_verdict(r))
             for r in (block or {}).get("modules") or []]
+
+
+def tried_rows(block: dict | None) -> list[TriedRow]:
+    """diagnosis.json `tried.candidates` (diagnose --tune), in the order they were tried."""
+    rows = []
+    for r in (block or {}).get("candidates") or []:
+        rec = r.get("recovered_us") or {}
+        lo, hi = (list(rec.get("ci95") or []) + [None, None])[:2]
+        rows.append(TriedRow(recipe=str(r.get("recipe") or ""), fix_id=str(r.get("fix_id") or ""),
+                             estimated_us=_f(r.get("estimated_us")), recovered_us=_f(rec.get("value")),
+                             low_us=_f(lo), high_us=_f(hi), rel_l2=_f(r.get("rel_l2")), kept=bool(r.get("kept")),
+                             why=str(r.get("why") or r.get("status") or "")))
+    return rows
+
+
+def tried_best(block: dict | None) -> str:
+    """The best combination the tune kept, as one line ("" when none)."""
+    best = (block or {}).get("best") or {}
+    m = best.get("measured") or {}
+    if not best.get("recipes") or _f(m.get("ratio")) is None:
+        return ""
+    lo, hi = (list(m.get("ci95") or []) + [None, None])[:2]
+    span = f" [{_f(lo):.3f}, {_f(hi):.3f}]" if _f(lo) is not None and _f(hi) is not None else ""
+    return f"{' + '.join(map(str, best['recipes']))}: x{_f(m['ratio']):.3f}{span} of the source, measured"

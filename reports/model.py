@@ -94,6 +94,22 @@ class ConfirmedRow:
 
 
 @dataclass(frozen=True)
+class TriedRow:
+    """One recipe `porter diagnose --tune` applied to the target (diagnosis.json `tried`):
+    the fix plan's estimate beside the measured recovery per forward (us, 95% interval)."""
+
+    recipe: str
+    fix_id: str
+    estimated_us: float | None
+    recovered_us: float | None
+    low_us: float | None
+    high_us: float | None
+    rel_l2: float | None
+    kept: bool
+    why: str
+
+
+@dataclass(frozen=True)
 class OpCallRow(Gap):
     """One op call of a live pair, paired by identity (module, op, call index; porter.analysis.op_calls)."""
 
@@ -266,6 +282,8 @@ class ReportModel:
     ratio_advice: str | None = None  # what to do when the headline's interval is too wide to plan on
     profiler_overhead: dict[str, float] = field(default_factory=dict)  # live: side -> profiled / unprofiled step
     plan: Plan | None = None  # None: a diagnosis.json from before porter wrote plans
+    tried: list[TriedRow] = field(default_factory=list)  # diagnose --tune: each recipe measured on the target
+    tried_best: str = ""  # the best combination, one line ("" when nothing was kept)
 
     @property
     def excess_us(self) -> float:

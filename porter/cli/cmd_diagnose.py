@@ -29,6 +29,8 @@ def diagnose(
     warmup: int = typer.Option(WARMUP, "--warmup", help="Live capture: unrecorded forwards before timing and profiling (the measurement policy's default, as capture and bench)."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
     confirm: int = typer.Option(5, "--confirm", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); the summary and the fix plan then rank confirmed gaps. 0: off."),
+    with_tune: bool = typer.Option(False, "--tune", help="Live pair: after the diagnosis, try the fix plan's recipes on the target (porter tune, into DIR/tune/) and carry each measured recovery into the fix plan and the reports (a Tried section)."),
+    tune_budget: float = typer.Option(180.0, "--tune-budget", help="With --tune: seconds for the tune, compiles included."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
@@ -45,6 +47,11 @@ def diagnose(
         check_inputs(src, tgt, model)  # every typo said at once, before torch, jax or the tables load
         if oracle not in (None, "fp64"):
             raise PorterError(f"--oracle must be fp64, not {oracle!r}")
+        recorded = [(role, text) for role, text in (("source", src), ("target", tgt)) if Path(text).exists()]
+        if with_tune and recorded:
+            role, text = recorded[0]
+            raise PorterError(f"--tune runs the pair here, but the {role} is a recorded run ({text})",
+                              hint="diagnose with targets (--from cpu --to cpu:inductor), or drop --tune")
     except PorterError as exc:
         fail(exc)
     import shlex
@@ -70,15 +77,41 @@ def diagnose(
                                      target_autocast=autocast or "")
     except PorterError as exc:
         fail(exc)
+    tuned = _tune_after(dest.parent, tune_budget, catalogue, not no_report) if with_tune else None
     if as_json:
         sys.stdout.write(dest.read_text())
         return
     payload = orjson.loads(dest.read_bytes())  # porter wrote it once: no NaN
     for line in summary_lines(payload, width=min(100, out.width)):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if tuned is not None:
+        from porter.cli.cmd_tune import show
+
+        out.print("tried on the target (porter tune):", highlight=False, markup=False)
+        show(tuned, dest.parent / "tune")
     wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
     out.print(f"{wrote} in", highlight=False, markup=False)
     out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _tune_after(folder: Path, budget: float, catalogue: Optional[Path], report: bool) -> dict:
+    """diagnose --tune's second half (porter.tune.diagnosis); the diagnosis stays written
+    whatever happens here."""
+    from porter.cli.console import err
+    from porter.tune.diagnosis import tune_diagnosis
+    from porter.tune.run import TuneOptions
+
+    try:
+        with err.status("tuning", spinner="dots") as status:
+            return tune_diagnosis(folder, TuneOptions(budget_s=budget), catalogue, report,
+                                  progress=lambda msg: (status.update(msg), err.print(f"  tune: {msg}", highlight=False,
+                                                                                      markup=False)))
+    except PorterError as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: the diagnosis is in {folder}; what the tune measured is in {folder}/tune/tune-cache.json",
+                  highlight=False, markup=False)
+        raise typer.Exit(130) from None
 
 
 def report(

@@ -24,38 +24,20 @@ def tune(
 ) -> None:
     """Try the cheap fixes: each recipe applied alone to the target, timed against the untuned target and
     the source (interleaved, one clock), accuracy checked against the source; kept only when its recovery's
-    95% interval excludes zero and accuracy holds; then the best combination (greedy).
+    95% interval excludes zero, accuracy holds and the recovery survives Holm's correction over every recipe
+    tried; then the best combination (greedy).
 
     Examples: porter tune transformer --from cpu --to cpu:inductor ; porter tune diag-out/ --budget 120
     """
-    from porter.analysis.fixes import load_catalogue
     from porter.core.atomic import check_output_dir
-    from porter.core.stacks import STACKS
-    from porter.targets import resolve
-    from porter.tune import candidates
+    from porter.tune.candidates import plan_for
     from porter.tune.run import TuneOptions, tune as run_tune
 
     try:
-        path = Path(what)
-        if (path / "diagnosis.json").is_file() or (path.is_file() and path.suffix == ".json"):
-            if source or target:
-                raise PorterError("give either a diagnosis folder or MODEL --from --to, not both")
-            model, source, target, estimates = candidates.diagnosed_pair(candidates.read_diagnosis(path), path)
-        elif source and target:
-            model, estimates = what, None
-        else:
-            raise PorterError("tune needs MODEL --from SRC --to TGT, or a `porter diagnose` output folder",
-                              hint="e.g. porter tune transformer --from cpu --to cpu:inductor")
-        spec, stack = resolve(target)
-        stack.availability(spec.device).raise_if_missing(spec.text)
-        key = STACKS[stack.name].catalogue_key(stack.resolve_device(spec.device))
-        plan = candidates.plan(load_catalogue(catalogue), model, source, target, key, tuple(tries or ()), estimates,
-                               str(path) if estimates is not None else "")
-        if not plan.candidates:
-            raise PorterError(f"no recipe runs here for {key}", hint="see docs/fixes.md, Recipes")
+        plan = plan_for(what, source, target, tuple(tries or ()), catalogue)
         check_output_dir(out_dir)
-        err.print(f"tune {model}: {source} -> {target} ({key}); {len(plan.candidates)} recipes, budget {budget:g} s",
-                  highlight=False, markup=False)
+        err.print(f"tune {plan.model}: {plan.source} -> {plan.target} ({plan.stack}); {len(plan.candidates)} recipes, "
+                  f"budget {budget:g} s", highlight=False, markup=False)
         with err.status("tuning", spinner="dots") as status:
             doc = run_tune(plan, out_dir, TuneOptions(budget_s=budget, tolerance=tolerance, fresh=fresh),
                            progress=lambda msg: (status.update(msg), err.print(f"  {msg}", highlight=False, markup=False)))

@@ -50,6 +50,7 @@ class RatioInterval:
     high: float
     n: int  # pairs (paired) or the smaller side's sample count (unpaired)
     method: str
+    p_unity: float = float("nan")  # two-sided p-value of "the ratio is 1", where the method gives one
 
     @property
     def half_width(self) -> float:
@@ -108,6 +109,19 @@ def block_indices(rng: np.random.Generator, n: int, resamples: int, length: int)
     return idx.reshape(resamples, blocks * length)[:, :n]
 
 
+def _chunk_log_medians(ratios: np.ndarray, seconds: np.ndarray, chunks: int) -> np.ndarray | None:
+    """The median log ratio of each of `chunks` consecutive equal-time chunks; None for a run
+    too short for 4 chunks of MIN_CHUNK ratios."""
+    k = min(chunks, ratios.size // MIN_CHUNK)
+    if k < 4:
+        return None
+    edges = np.cumsum(seconds) / seconds.sum() * k
+    which = np.minimum(edges.astype(int), k - 1)
+    logs = np.log(ratios)
+    means = np.array([np.median(logs[which == j]) for j in range(k) if np.count_nonzero(which == j)])
+    return means if means.size >= 4 else None
+
+
 def batch_means(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -> tuple[float, float] | None:
     """95% interval for the run's central log ratio from the medians of `chunks` consecutive
     chunks of equal time (seconds: each ratio's duration on the headline's clock, which is
@@ -117,15 +131,10 @@ def batch_means(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -
     during the run; their spread, not the pairs', then sets the width. None when the run is
     too short for 4 chunks of MIN_CHUNK ratios.
     """
-    k = min(chunks, ratios.size // MIN_CHUNK)
-    if k < 4:
+    means = _chunk_log_medians(ratios, seconds, chunks)
+    if means is None:
         return None
-    edges = np.cumsum(seconds) / seconds.sum() * k
-    which = np.minimum(edges.astype(int), k - 1)
     logs = np.log(ratios)
-    means = np.array([np.median(logs[which == j]) for j in range(k) if np.count_nonzero(which == j)])
-    if means.size < 4:
-        return None
     t = T975[min(means.size - 1, max(T975))]  # beyond the table, its last (larger) point: a little wider
     half = t * float(np.std(means, ddof=1)) / np.sqrt(means.size)
     centre = float(np.median(logs))
@@ -159,13 +168,54 @@ def paired_ratio(source_s: Sequence[float], target_s: Sequence[float], *, resamp
         return RatioInterval(float(np.median(r)), float("nan"), float("nan"), int(r.size), "paired median ratio")
     rng = np.random.default_rng(seed)
     idx = block_indices(rng, r.size, resamples, block or block_length(r))
-    lo, hi = _percentiles(np.median(r[idx], axis=1))
+    medians = np.median(r[idx], axis=1)
+    lo, hi = _percentiles(medians)
+    p = _bootstrap_p(medians)
     method = "paired median ratio, moving-block bootstrap 95%"
     drift = batch_means(r, (s + t)[ok], chunks) if chunks else None
     if drift is not None:
         lo, hi = min(lo, drift[0]), max(hi, drift[1])
+        p = max(p, batch_means_p(r, (s + t)[ok], chunks))
         method += f", widened to {chunks}-chunk batch means"
-    return RatioInterval(float(np.median(r)), lo, hi, int(r.size), method)
+    return RatioInterval(float(np.median(r)), lo, hi, int(r.size), method, p)
+
+
+def _bootstrap_p(medians: np.ndarray) -> float:
+    """Two-sided p-value of ratio 1 from the bootstrap medians: twice the smaller tail at 1
+    (the percentile interval at level 1 - p just reaches 1), at least 1/resamples."""
+    tail = min(np.count_nonzero(medians >= 1.0), np.count_nonzero(medians <= 1.0)) / medians.size
+    return float(min(1.0, max(2 * tail, 1.0 / medians.size)))
+
+
+def batch_means_p(ratios: np.ndarray, seconds: np.ndarray, chunks: int = CHUNKS) -> float:
+    """Two-sided p-value of ratio 1 from batch_means()'s chunks (Student's t on the chunk
+    medians' log, centred as batch_means is); 0 when the run is too short for chunks (the
+    bootstrap's p then stands alone)."""
+    from scipy.stats import t as student_t
+
+    means = _chunk_log_medians(ratios, seconds, chunks)
+    if means is None:
+        return 0.0
+    se = float(np.std(means, ddof=1)) / np.sqrt(means.size)
+    centre = float(np.median(np.log(ratios)))
+    if se == 0:
+        return 0.0 if centre != 0 else 1.0
+    return float(2 * student_t.sf(abs(centre) / se, means.size - 1))
+
+
+def holm(p_values: Sequence[float], alpha: float = 1 - CONFIDENCE) -> list[bool]:
+    """Holm's step-down over a family of tests: which hypotheses are rejected with the family's
+    chance of any false rejection at most alpha. Sorted by p, the i-th smallest (from 0) must be
+    at most alpha / (m - i), and the first that is not stops the rest; NaN is never rejected."""
+    order = sorted(range(len(p_values)), key=lambda i: (not p_values[i] == p_values[i], p_values[i]))
+    out = [False] * len(p_values)
+    m = len(p_values)
+    for rank, i in enumerate(order):
+        p = p_values[i]
+        if not (p == p and p <= alpha / (m - rank)):
+            break
+        out[i] = True
+    return out
 
 
 def _unpaired(source: Sequence[float], target: Sequence[float]) -> tuple[np.ndarray, np.ndarray, int, RatioInterval | None]:

@@ -42,7 +42,7 @@ def read_diagnosis(path: Path) -> dict[str, Any]:
 
 
 def diagnosed_pair(doc: dict[str, Any], where: Path) -> tuple[str, str, str, dict[str, float]]:
-    """(model, source, target, estimated us per fix id) of a live diagnosis."""
+    """(model, source, target, estimated us per forward per fix id) of a live diagnosis."""
     sides = []
     for role in ("source", "target"):
         side = doc["inputs"].get(role) or {}
@@ -55,11 +55,20 @@ def diagnosed_pair(doc: dict[str, Any], where: Path) -> tuple[str, str, str, dic
     ref = model.get("name") if model.get("source") in ("builtin", "", None) else model.get("source")
     if not ref:
         raise PorterError("the diagnosis names no model", path=where)
+    steps = profiled_steps(doc)
     estimates: dict[str, float] = {}
     for fix in doc.get("fixes") or []:
         if isinstance(fix, dict) and fix.get("kind") == "perf" and isinstance(fix.get("recoverable_us"), (int, float)):
-            estimates[fix["fix_id"]] = estimates.get(fix["fix_id"], 0.0) + float(fix["recoverable_us"])
+            estimates[fix["fix_id"]] = estimates.get(fix["fix_id"], 0.0) + float(fix["recoverable_us"]) / steps
     return str(ref), sides[0][0], sides[1][0], estimates
+
+
+def profiled_steps(doc: dict[str, Any]) -> int:
+    """How many profiled steps the diagnosis's times sum over: a fix's recoverable_us is over
+    the whole profiled run, a tune's recovery per forward, so the estimate is divided by this."""
+    per_step = (doc.get("end_to_end") or {}).get("target_per_step_us") or {}
+    n = per_step.get("n") if isinstance(per_step, dict) else None
+    return int(n) if isinstance(n, int) and n > 0 else 1
 
 
 def plan(catalogue: Catalogue, model: str, source: str, target: str, stack: str, tries: Sequence[str] = (),
@@ -89,4 +98,32 @@ def plan(catalogue: Catalogue, model: str, source: str, target: str, stack: str,
                     from_diagnosis)
 
 
-__all__ = ["Candidate", "TunePlan", "diagnosed_pair", "plan", "read_diagnosis"]
+def plan_for(what: str, source: str | None, target: str | None, tries: Sequence[str] = (),
+             catalogue_path: Path | None = None) -> TunePlan:
+    """The plan of `porter tune WHAT`: WHAT a diagnosis folder (its live pair and estimates) or
+    a model with --from/--to. PorterError for a target that is not here or has no recipe."""
+    from porter.analysis.fixes import load_catalogue
+    from porter.core.stacks import STACKS
+    from porter.targets import resolve
+
+    path = Path(what)
+    if (path / "diagnosis.json").is_file() or (path.is_file() and path.suffix == ".json"):
+        if source or target:
+            raise PorterError("give either a diagnosis folder or MODEL --from --to, not both")
+        model, source, target, estimates = diagnosed_pair(read_diagnosis(path), path)
+    elif source and target:
+        model, estimates = what, None
+    else:
+        raise PorterError("tune needs MODEL --from SRC --to TGT, or a `porter diagnose` output folder",
+                          hint="e.g. porter tune transformer --from cpu --to cpu:inductor")
+    spec, stack = resolve(target)
+    stack.availability(spec.device).raise_if_missing(spec.text)
+    key = STACKS[stack.name].catalogue_key(stack.resolve_device(spec.device))
+    chosen = plan(load_catalogue(catalogue_path), model, source, target, key, tuple(tries), estimates,
+                  str(path) if estimates is not None else "")
+    if not chosen.candidates:
+        raise PorterError(f"no recipe runs here for {key}", hint="see docs/fixes.md, Recipes")
+    return chosen
+
+
+__all__ = ["Candidate", "TunePlan", "diagnosed_pair", "plan", "plan_for", "read_diagnosis"]

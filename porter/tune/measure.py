@@ -43,7 +43,7 @@ class Measured:
         return {"measured": {"ratio": self.ratio.ratio, "ci95": [self.ratio.low, self.ratio.high]},
                 "untuned": {"ratio": self.untuned.ratio, "ci95": [self.untuned.low, self.untuned.high]},
                 "recovery": {"ratio": self.recovery.ratio, "ci95": [self.recovery.low, self.recovery.high],
-                             "method": self.recovery.method},
+                             "p": self.recovery.p_unity, "method": self.recovery.method},
                 "recovered_us": {"value": value, "ci95": [lo, hi]}, "untuned_us": self.untuned_us,
                 "rounds": self.rounds, "stopped": self.stopped, "elapsed_s": self.elapsed_s, "clock": self.clock}
 

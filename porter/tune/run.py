@@ -1,6 +1,7 @@
 """The tune's order of work: both untuned sides prepared once, each candidate recipe applied
 alone to the target and timed against the untuned target and the source (porter.tune.measure),
-its accuracy checked, the kept ones combined greedily, everything cached as it is measured.
+its accuracy checked, the kept ones (Holm-corrected over all tried) combined greedily,
+everything cached as it is measured.
 
 Greedy combination: the kept recipes in order of measured recovery; starting from the best
 one, each next recipe is added when its settings do not clash (porter.analysis.recipes.combine)
@@ -21,6 +22,7 @@ from porter.analysis.recipes import Recipe, combine
 from porter.capture.interleaved import InterleaveOptions
 from porter.capture.tuned import TunedSide, prepare_side
 from porter.core.errors import PorterError
+from porter.core.stats import holm
 from porter.runtime.policy import WARMUP, measured
 from porter.tune.cache import TuneCache, key
 from porter.tune.candidates import TunePlan
@@ -85,6 +87,8 @@ class Tuner:
         settings = combine(recipes) or {}
         k = self.identity(settings)
         cached = self.cache.get(k)
+        if cached is not None and cached.get("status") == "measured" and "p" not in cached.get("recovery", {}):
+            cached = None  # measured before recoveries had a p-value: Holm's correction needs one
         if cached is not None:
             self.progress(f"{label}: measured before (tune-cache.json)")
             return {**cached, "from_cache": True}
@@ -127,6 +131,21 @@ def verdict(m: Measured, acc: dict[str, Any]) -> tuple[bool, str]:
     return True, f"recovers {span}, accuracy within tolerance"
 
 
+def holm_correct(candidates: list[dict[str, Any]], alpha: float = 0.05) -> None:
+    """Keep only the recoveries that hold as a family: trying eight recipes that change nothing,
+    a per-recipe 95% rule keeps at least one in about a third of tunes. Holm's step-down over
+    every measured candidate's recovery p-value (porter.core.stats.holm) bounds that at alpha;
+    a candidate kept by its own interval but not by the family is shown with why."""
+    measured_ = [c for c in candidates if c.get("status") == "measured"]
+    ps = [float(c["recovery"].get("p", float("nan"))) for c in measured_]
+    for c, p, held in zip(measured_, ps, holm(ps, alpha)):
+        c["holm"] = {"p": p, "family": len(measured_), "alpha": alpha, "rejects_no_change": held}
+        if c.get("kept") and not held:
+            c["kept"] = False
+            c["why"] = (f"{c['why'].split(', accuracy')[0]}, but not beyond chance over {len(measured_)} recipes tried "
+                        f"(Holm: p = {p:.3g})")
+
+
 def tune(plan: TunePlan, out_dir: Path, opts: TuneOptions = TuneOptions(), progress: Progress = lambda m: None) -> dict[str, Any]:
     """Run the tune of module doc and return tune.json's document (porter.tune.outputs writes it).
     On Ctrl-C the document so far is written with status "interrupted" before it propagates."""
@@ -143,6 +162,7 @@ def tune(plan: TunePlan, out_dir: Path, opts: TuneOptions = TuneOptions(), progr
                 rec = tuner.measure((r,), len(plan.candidates) - i + 1, f"[{i + 1}/{len(plan.candidates)}] {r.name}")
                 candidates.append({"fix_id": r.fix_id, "recipe": r.name, "recipe_detail": r.to_dict(),
                                    "estimated_us": cand.estimated_us, "kept": False, **rec})
+            holm_correct(candidates)
             best = greedy(tuner, plan, candidates)
         except KeyboardInterrupt:
             status = "interrupted"
@@ -170,4 +190,4 @@ def greedy(tuner: Tuner, plan: TunePlan, candidates: list[dict[str, Any]]) -> di
     return {"recipes": best_names, "settings": combine(tuple(recipes[x] for x in best_names)), **best}
 
 
-__all__ = ["GREEDY", "TuneOptions", "Tuner", "tune", "verdict"]
+__all__ = ["GREEDY", "TuneOptions", "Tuner", "holm_correct", "tune", "verdict"]

@@ -51,7 +51,9 @@ def test_tune_measures_keeps_and_resumes(tmp_path):
     lo, hi = fz["measured"]["ci95"]
     assert lo <= fz["measured"]["ratio"] <= hi and fz["rounds"] >= 20
     rlo, rhi = fz["recovered_us"]["ci95"]
-    assert fz["kept"] == (rlo > 0 and fz["accuracy"]["within_tolerance"])
+    assert fz["holm"]["family"] == bf16["holm"]["family"] == 2  # both measured recipes are the family
+    assert fz["holm"]["p"] == fz["recovery"]["p"]
+    assert fz["kept"] == (rlo > 0 and fz["accuracy"]["within_tolerance"] and fz["holm"]["rejects_no_change"])
     assert fz["accuracy"]["rel_l2"] < 1e-4  # freezing folds weights; the numbers stay fp32's
 
     broken = by["broken-option"]
