@@ -3,8 +3,11 @@ the best combination's measured ratio of the second run fall inside the first's 
 
     python benchmarks/tune_runs.py [--budget 240] [--out /tmp/tune-runs] [--pairs NAME ...]
 
-Each run is `python -m porter tune MODEL --from cpu --to TARGET --fresh`; the load average
-before and after each is printed beside it (the machine is shared: intervals widen with it).
+Each run is `python -m porter diagnose MODEL --from cpu --to TARGET --confirm 0 --no-report
+--tune --tune-budget BUDGET` into a fresh folder: the fix plan's recipes by estimate, then the
+stack's others, so each run also gives the estimate's calibration (measured / estimated per fix,
+diagnosis.json `tried.calibration`). The load average before and after each is printed beside it
+(the machine is shared: intervals widen with it).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,12 +32,16 @@ PAIRS = {
 def run(model: str, target: str, out: Path, budget: float) -> dict:
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "porter", "tune", model, "--from", "cpu", "--to", target, "--fresh",
-                           "--budget", str(budget), "-o", str(out)], cwd=REPO, capture_output=True, text=True)
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-m", "porter", "diagnose", model, "--from", "cpu", "--to", target,
+                           "--confirm", "0", "--no-report", "--tune", "--tune-budget", str(budget), "-o", str(out)],
+                          cwd=REPO, capture_output=True, text=True)
     if proc.returncode:
-        raise SystemExit(f"porter tune failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-    doc = json.loads((out / "tune.json").read_text())
-    return {"doc": doc, "seconds": time.monotonic() - t0, "load": (load0, os.getloadavg()[0])}
+        raise SystemExit(f"porter diagnose --tune failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+    doc = json.loads((out / "tune" / "tune.json").read_text())
+    tried = json.loads((out / "diagnosis.json").read_text())["tried"]
+    return {"doc": doc, "calibration": tried["calibration"], "seconds": time.monotonic() - t0,
+            "load": (load0, os.getloadavg()[0])}
 
 
 def show(name: str, i: int, r: dict) -> None:
@@ -47,6 +55,9 @@ def show(name: str, i: int, r: dict) -> None:
         print(f"  {c['recipe']:28s} x{m['ratio']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]  "
               f"untuned x{c['untuned']['ratio']:.3f}  recovered {rec['value']:+.0f} us [{rec['ci95'][0]:+.0f}, "
               f"{rec['ci95'][1]:+.0f}]  rel_l2 {a['rel_l2']:.1e}  {'kept' if c['kept'] else 'not kept'}")
+    for c in r["calibration"]:
+        print(f"  calibration {c['recipe']:20s} ({c['fix_id']}): measured {c['measured_us']:+.0f} us / estimated "
+              f"{c['estimated_us']:.0f} us = {c['measured_over_estimated']:+.2f}")
     best = doc["best"]
     print(f"  best: {' + '.join(best['recipes']) if best else 'none'}"
           + (f" x{best['measured']['ratio']:.3f} [{best['measured']['ci95'][0]:.3f}, {best['measured']['ci95'][1]:.3f}]" if best else ""))

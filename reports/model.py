@@ -108,6 +108,13 @@ class TriedRow:
     kept: bool
     why: str
 
+    @property
+    def measured_over_estimated(self) -> float | None:
+        """The estimate's calibration for this recipe (None without an estimate or a measurement)."""
+        if self.recovered_us is None or not self.estimated_us:
+            return None
+        return self.recovered_us / self.estimated_us
+
 
 @dataclass(frozen=True)
 class OpCallRow(Gap):

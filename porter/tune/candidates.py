@@ -74,7 +74,8 @@ def profiled_steps(doc: dict[str, Any]) -> int:
 def plan(catalogue: Catalogue, model: str, source: str, target: str, stack: str, tries: Sequence[str] = (),
          estimates: dict[str, float] | None = None, from_diagnosis: str = "") -> TunePlan:
     """The candidates in the order they are tried: a diagnosis's fixes by estimated recovery,
-    else the catalogue's order; --try names them instead (an unknown name is an error)."""
+    then the stack's other recipes in the catalogue's order; without a diagnosis the catalogue's
+    order; --try names them instead (an unknown name is an error)."""
     recipes = catalogue.recipes(stack)
     runnable = [r for r in recipes if not r.runnable_here]
     not_here = tuple(r for r in recipes if r.runnable_here)
@@ -89,8 +90,9 @@ def plan(catalogue: Catalogue, model: str, source: str, target: str, stack: str,
             raise PorterError(f"recipe {blocked[0].name!r} cannot run here: {blocked[0].runnable_here}")
         chosen = [by_name[t] for t in dict.fromkeys(tries)]
     elif estimates:
-        chosen = sorted((r for r in runnable if r.fix_id in estimates), key=lambda r: -estimates[r.fix_id])
-        chosen = chosen or runnable  # the plan has no fix with a recipe here: try them all, unestimated
+        planned = sorted((r for r in runnable if r.fix_id in estimates), key=lambda r: -estimates[r.fix_id])
+        # then the stack's other recipes, unestimated: cheap to try, and the plan's estimate can miss
+        chosen = planned + [r for r in runnable if r.fix_id not in estimates]
     else:
         chosen = runnable
     est = estimates or {}

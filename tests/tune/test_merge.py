@@ -9,6 +9,7 @@ import json
 import pytest
 from _diagnoses import qwen_trace_diagnosis
 
+from porter.core.units import fmt_ratio
 from porter.tune.merge import merge_tune, tried_block
 from reports.build import model_from_diagnosis
 from reports.render import render
@@ -71,6 +72,8 @@ def test_reports_show_what_was_tried(tmp_path_factory):
     section = md.split("### Tried on the target (porter tune)", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) == 3 and "`freezing`" in rows[0] and "| yes |" in rows[0] and "| no |" in rows[1]
+    assert f"| {fmt_ratio(97.0 / 200.0)} |" in rows[0] and f"| {fmt_ratio(4.0 / 200.0)} |" in rows[1]
+    assert m.tried[2].measured_over_estimated is None  # failed: no calibration
     assert "Best combination: freezing: x0.725" in section
     html = render(m, "report.html.j2")
     assert html.count('<table id="t-tried">') == 1 and "max-autotune" in html
