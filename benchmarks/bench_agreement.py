@@ -22,7 +22,7 @@ PORTER = [sys.executable, "-m", "porter"]
 
 
 def bench_ratio(model: str, work: Path) -> tuple[float, float, float, str]:
-    from porter.bench.stats import ratio_of_medians_ci
+    from porter.bench.stats import cross_stack_ratio_ci
     from porter.bench.store import Store
 
     db = work / "bench.sqlite"
@@ -31,7 +31,7 @@ def bench_ratio(model: str, work: Path) -> tuple[float, float, float, str]:
     store = Store(db)
     run = store.load_run(store.runs()[-1].id)
     eager, xla = run.results
-    ratio, lo, hi = ratio_of_medians_ci(xla.samples_s, [eager.samples_s])
+    ratio, lo, hi = cross_stack_ratio_ci(xla.samples_s, eager.samples_s, run.context.get("measurement"))
     return ratio, lo, hi, run.context["measurement"]["summary"]
 
 

@@ -12,7 +12,7 @@ ratios. A run is covered when that figure lies in the headline's interval. Modes
 - drift: the busy loop on for the diagnosis only (the independent figure on a quieter machine):
   the machine's state changes between the two, as it does between two runs minutes apart.
 
-    .venv/bin/python -m benchmarks.headline_coverage [--runs 10] [--modes quiet,busy,drift] [--model transformer]
+    .venv/bin/python -m benchmarks.headline_coverage [--runs 10] [--modes quiet,busy,drift] [--model transformer] [--jsonl F]
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ with applied(current()):
 
 
 def busy_loops() -> list[subprocess.Popen]:
-    return [subprocess.Popen(["sh", "-c", "yes > /dev/null"]) for _ in range(max((os.cpu_count() or 2) - 1, 1))]
+    # `yes` itself, not a shell around it: killing a shell left its `yes` running (load 1 -> 16 over a run)
+    return [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(max((os.cpu_count() or 2) - 1, 1))]
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -108,6 +109,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--modes", default="quiet,busy,drift")
     ap.add_argument("--model", default="transformer")
+    ap.add_argument("--jsonl", type=Path, help="also append one JSON line per run (headline, independent, load)")
     a = ap.parse_args()
     for mode in a.modes.split(","):
         covered = 0
@@ -117,6 +119,10 @@ def main() -> None:
             lo, hi = h["ci95"]
             ok = lo <= ind <= hi
             covered += ok
+            if a.jsonl:
+                with a.jsonl.open("a") as fh:
+                    fh.write(json.dumps({"model": a.model, "mode": mode, "run": k + 1, "headline": h,
+                                         "independent": ind, "load": load}) + "\n")
             print(f"{mode} run {k + 1}: headline x{h['ratio']:.3f} [{lo:.3f}, {hi:.3f}] ({h['method']}); "
                   f"independent x{ind:.3f}: {'covered' if ok else 'MISSED'}; load {load:.1f}", flush=True)
         print(f"== {mode}: {covered}/{a.runs} covered", flush=True)

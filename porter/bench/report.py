@@ -39,7 +39,8 @@ def _case_table(run: RunRecord, case: str, baseline: str | None, verdicts: dict[
             row.median_ms, row.low_ms, row.high_ms = r.median_s * 1e3, lo * 1e3, hi * 1e3
             row.samples, row.number, row.unstable = len(r.samples_s), r.number, r.unstable
             if base is not None:
-                row.ratio, row.ratio_low, row.ratio_high = stats.ratio_of_medians_ci(r.samples_s, [base.samples_s])
+                row.ratio, row.ratio_low, row.ratio_high = stats.cross_stack_ratio_ci(r.samples_s, base.samples_s,
+                                                                                        run.context.get("measurement"))
         table.rows.append(row)
     return table
 
@@ -103,7 +104,8 @@ def build_page(store: Store, baseline: str | None = None, report: RegressReport 
                ("test", stats.TEST_METHOD), ("regression rule", report.methods["rule"]),
                ("noise admission", stats.ADMISSION_METHOD), ("change points", stats.CHANGE_POINT_METHOD),
                ("cross-stack ratio", "same run, samples interleaved across targets (A B C, B C A, ...); "
-                                     "95% percentile bootstrap of the ratio of medians")]
+                                     "95% percentile bootstrap of the ratio of medians, widened for drift "
+                                     "between runs as the diagnose headline is (porter.core.stats.with_between_run)")]
     return BenchPage(newest.suite, safe_url(store.url), now_iso()[:19].replace("T", " ") + " UTC", len(runs),
                      len(report.regressions), report.verdict, report.summary(), len(report.cannot_judge),
                      _environment_rows(newest), methods, [cases[c] for c in sorted(cases)], trends)

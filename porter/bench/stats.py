@@ -57,6 +57,22 @@ def mann_whitney_p(new: Sequence[float], base: Sequence[float]) -> float:
     return float(sps.mannwhitneyu(new, base, alternative="two-sided").pvalue)
 
 
+def cross_stack_ratio_ci(new: Sequence[float], base: Sequence[float],
+                         measurement: dict | None = None) -> tuple[float, float, float]:
+    """(ratio, lo, hi) of two targets of one run, widened for drift between runs as the
+    diagnose headline is (porter.core.stats.with_between_run): a ratio quoted for the pair must
+    hold on the next run. measurement: the run's context["measurement"], whose load at the end
+    picks the heavier allowance above HEAVY_LOAD x the CPUs."""
+    from porter.core.stats import HEAVY_LOAD, RatioInterval, between_run_sd, with_between_run
+
+    ratio, lo, hi = ratio_of_medians_ci(new, [base])
+    end = (measurement or {}).get("end") or {}
+    load, cpus = end.get("load_average"), int(end.get("cpus") or 0)
+    heavy = isinstance(load, (int, float)) and cpus > 0 and load > HEAVY_LOAD * cpus
+    iv = with_between_run(RatioInterval(ratio, lo, hi, len(new), RATIO_CI_METHOD), between_run_sd(heavy))
+    return iv.ratio, iv.low, iv.high
+
+
 def ratio_of_medians_ci(new: Sequence[float], base_runs: Sequence[Sequence[float]],
                         resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
     """(ratio, lo, hi): median(new)/median(pooled baseline) with a percentile bootstrap interval.
@@ -138,5 +154,5 @@ def change_points(run_medians: Sequence[float], threshold: float, min_size: int 
 
 __all__ = [
     "ADMISSION_METHOD", "CHANGE_POINT_METHOD", "admitted", "spread", "CONFIDENCE", "MEDIAN_CI_METHOD", "RATIO_CI_METHOD", "TEST_METHOD", "ChangePoint",
-    "change_points", "ci_half_width", "holm", "mann_whitney_p", "median_ci", "ratio_of_medians_ci",
+    "change_points", "ci_half_width", "cross_stack_ratio_ci", "holm", "mann_whitney_p", "median_ci", "ratio_of_medians_ci",
 ]

@@ -102,7 +102,7 @@ def bench_run(
 def print_run(suite: str, run: RunRecord) -> None:
     """The run's table (median, interval, ratio to the case's first target in the same run) and,
     once, the measurement policy it ran under."""
-    from porter.bench.stats import ratio_of_medians_ci
+    from porter.bench.stats import cross_stack_ratio_ci
 
     table = Table(title=f"porter bench {suite}: run {run.run_id[:12]}", title_justify="left")
     for col in ("case", "target", "median", "95% interval", "samples", "ratio (95%)", "note"):
@@ -113,7 +113,8 @@ def print_run(suite: str, run: RunRecord) -> None:
             table.add_row(r.case, r.target, "-", "-", "-", "-", f"failed: {r.error}")
             continue
         b = base.setdefault(r.case, r)
-        ratio = "1" if b is r else "x{:.3f} [{:.3f}-{:.3f}]".format(*ratio_of_medians_ci(r.samples_s, [b.samples_s]))
+        ratio = "1" if b is r else "x{:.3f} [{:.3f}-{:.3f}]".format(*cross_stack_ratio_ci(r.samples_s, b.samples_s,
+                                                                                       run.context.get("measurement")))
         lo, hi = r.ci_s
         table.add_row(r.case, r.target, fmt_us(r.median_s * 1e6), f"{fmt_us(lo * 1e6)} - {fmt_us(hi * 1e6)}",
                       f"{len(r.samples_s)} x {r.number}", ratio,

@@ -13,14 +13,18 @@ simulation output), which sees drift on the scale of the whole run. Unpaired sam
 of medians; with fewer than SMALL_N samples a side, where a bootstrap of a median can only
 recombine a handful of values (five identical-looking steps gave x0.806-x0.806), the
 interval is the ratio's range over each median's distribution-free 95% interval
-(order_statistic_ratio), which is conservative.
+(order_statistic_ratio), which is conservative. A live ratio quoted as the pair's (the
+headline, a tune's ratio of the source) is then widened for the drift between runs minutes
+apart that no single run sees (with_between_run).
 
 Torch-free and stateless: capture's adaptive loop and diagnose's trace mode both use it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import os
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,6 +41,13 @@ WIDE = 0.10  # an interval reaching further than +-10% of the ratio is too wide 
 CHUNKS = 5
 MIN_CHUNK = 3  # ratios per chunk, fewest; runs with under 4 chunks' worth get the bootstrap alone
 # Student's t, 97.5% point, by degrees of freedom (a two-sided 95% interval from 3-7 chunk means)
+# relative sd of a live ratio between runs minutes apart on one machine, beyond its within-run
+# interval (with_between_run); calibrated in BENCHMARKS.md, "Headline intervals across runs"
+BETWEEN_RUN_SD = 0.025
+# the same when the load exceeded HEAVY_LOAD times the CPUs: the ratio then moves with the load
+# itself (at load 6.7-16 on 2 CPUs runs minutes apart differed by 5-12%; at 1-5.7, by 1.6% at most)
+HEAVY_LOAD = 3.0
+OVERSUBSCRIBED_SD = 0.05
 SMALL_N = 20  # fewer samples a side than this: order statistics, not a bootstrap (unpaired)
 T975 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
 
@@ -51,6 +62,8 @@ class RatioInterval:
     n: int  # pairs (paired) or the smaller side's sample count (unpaired)
     method: str
     p_unity: float = float("nan")  # two-sided p-value of "the ratio is 1", where the method gives one
+    within_run: tuple[float, float] | None = None  # the interval before with_between_run widened it
+    between_run_sd: float = 0.0  # the relative between-run sd that widening allowed for
 
     @property
     def half_width(self) -> float:
@@ -66,8 +79,44 @@ class RatioInterval:
         return not (hw == hw) or hw > WIDE
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "ci95": [self.low, self.high], "half_width": self.half_width,
-                "wide": self.wide, "n": self.n, "method": self.method}
+        out = {"ratio": self.ratio, "ci95": [self.low, self.high], "half_width": self.half_width,
+               "wide": self.wide, "n": self.n, "method": self.method}
+        if self.within_run is not None:
+            out["within_run_ci95"] = list(self.within_run)
+            out["between_run_sd"] = self.between_run_sd
+        return out
+
+
+def between_run_sd(oversubscribed: bool = False) -> float:
+    """The relative sd between runs that a live ratio's interval allows for: BETWEEN_RUN_SD, or
+    OVERSUBSCRIBED_SD when the load exceeded HEAVY_LOAD times the CPUs; PORTER_BETWEEN_RUN_SD sets it (0: the
+    within-run interval alone)."""
+    default = OVERSUBSCRIBED_SD if oversubscribed else BETWEEN_RUN_SD
+    text = os.environ.get("PORTER_BETWEEN_RUN_SD", "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if value >= 0 and math.isfinite(value) else default
+
+
+def with_between_run(iv: RatioInterval, sd: float) -> RatioInterval:
+    """iv widened for drift between runs: each side's reach, in log ratio, combined in quadrature
+    with z * sd. Within one run the pairs share the machine's state; the next run, minutes later,
+    does not (other jobs, the busy sibling core, frequency, memory placement), so a within-run
+    interval is too narrow for the next run to land in. sd = 0 or an interval without bounds
+    returns iv unchanged."""
+    if not (sd > 0 and iv.ratio > 0 and iv.low > 0 and np.isfinite(iv.low) and np.isfinite(iv.high)):
+        return iv
+    z = 1.959964
+    lr = math.log(iv.ratio)
+    reach_lo = math.hypot(lr - math.log(iv.low), z * sd)
+    reach_hi = math.hypot(math.log(iv.high) - lr, z * sd)
+    return replace(iv, low=math.exp(lr - reach_lo), high=math.exp(lr + reach_hi),
+                   method=f"{iv.method}; widened for drift between runs (sd {100 * sd:.1f}%)",
+                   within_run=(iv.low, iv.high), between_run_sd=sd)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float]:

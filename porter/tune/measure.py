@@ -11,7 +11,8 @@ from typing import Any
 
 from porter.analysis.accuracy import error_metrics
 from porter.capture.interleaved import InterleaveOptions, time_rounds
-from porter.core.stats import RatioInterval, ab_ba_blocks, paired_ratio
+from porter.core.stats import HEAVY_LOAD, RatioInterval, ab_ba_blocks, between_run_sd, paired_ratio, with_between_run
+from porter.runtime.policy import machine_load
 
 SIDES = ("source", "untuned", "tuned")
 
@@ -40,12 +41,18 @@ class Measured:
 
     def to_dict(self) -> dict[str, Any]:
         value, lo, hi = self.recovered_us
-        return {"measured": {"ratio": self.ratio.ratio, "ci95": [self.ratio.low, self.ratio.high]},
-                "untuned": {"ratio": self.untuned.ratio, "ci95": [self.untuned.low, self.untuned.high]},
+        return {"measured": _of_source(self.ratio), "untuned": _of_source(self.untuned),
                 "recovery": {"ratio": self.recovery.ratio, "ci95": [self.recovery.low, self.recovery.high],
                              "p": self.recovery.p_unity, "method": self.recovery.method},
                 "recovered_us": {"value": value, "ci95": [lo, hi]}, "untuned_us": self.untuned_us,
                 "rounds": self.rounds, "stopped": self.stopped, "elapsed_s": self.elapsed_s, "clock": self.clock}
+
+
+def _of_source(iv: RatioInterval) -> dict[str, Any]:
+    out: dict[str, Any] = {"ratio": iv.ratio, "ci95": [iv.low, iv.high]}
+    if iv.within_run is not None:
+        out["within_run_ci95"] = list(iv.within_run)
+    return out
 
 
 def time_three(source: Any, untuned: Any, tuned: Any, opts: InterleaveOptions, clock: str) -> Measured:
@@ -57,7 +64,12 @@ def time_three(source: Any, untuned: Any, tuned: Any, opts: InterleaveOptions, c
     def ratio(a: str, b: str) -> RatioInterval:
         return paired_ratio(*ab_ba_blocks(s[a], s[b]))
 
-    return Measured(ratio("source", "tuned"), ratio("source", "untuned"), ratio("untuned", "tuned"),
+    # a ratio of the source is quoted as the pair's and must hold on the next run: widened for drift
+    # between runs; tuned/untuned judges the recipe within these rounds, where that drift cancels
+    load = machine_load()
+    sd = between_run_sd(load.average is not None and load.cpus > 0 and load.average > HEAVY_LOAD * load.cpus)
+    return Measured(with_between_run(ratio("source", "tuned"), sd), with_between_run(ratio("source", "untuned"), sd),
+                    ratio("untuned", "tuned"),
                     statistics.median(s["untuned"]) * 1e6, len(rounds.forward_first), rounds.stopped,
                     rounds.elapsed_s, clock)
 
