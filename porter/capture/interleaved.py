@@ -121,13 +121,20 @@ class Rounds:
 def time_rounds(steps: dict[str, Step], opts: InterleaveOptions = InterleaveOptions(),
                 clock: Callable[[], float] = time.perf_counter, headline_clock: str = "wall",
                 watch: tuple[str, str] | None = None) -> Rounds:
-    """Warm every side, then time rounds in the given order and reversed, alternately (A B C,
-    C B A, ...), so each pair of sides sees both orders within two rounds (ab_ba_blocks); stop
-    once watch's (reference, side) ratio interval is narrow, or the budget ends. Two sides are
-    the headline's A B, B A; tune's three are the source, the untuned and the tuned target."""
+    """Warm every side, then time rounds in the given order and reversed, alternately, so each
+    pair of sides sees both orders within two rounds (ab_ba_blocks); stop once watch's (reference,
+    side) ratio interval is narrow, or the budget ends. Two sides are the headline's A B, B A.
+    Three or more (tune's source, untuned and tuned target) cycle A B C, C B A, A C B, B C A: in
+    A B C / C B A alone B is always in the middle and never runs right after itself, while A and
+    C do at every other round boundary (warm caches); the tune then read a recipe with no
+    settings at all as +55-85 us "recovered" on the transformer -> xla (BENCHMARKS.md). The
+    four-round cycle gives B and C the middle and the repeats equally (A, the reference of every
+    ratio, repeats once more per cycle: no four-round cycle balances all three)."""
     if headline_clock not in CLOCKS:
         raise ValueError(f"headline_clock must be one of {CLOCKS}, not {headline_clock!r}")
     names = list(steps)
+    swapped = names[:1] + names[1:][::-1]  # for two sides the same as names: A B, B A, A B, B A
+    orders = [names, names[::-1], swapped, swapped[::-1]]
     ref, side = watch or (names[0], names[-1])
     for _ in range(opts.warmup):
         for name in names:
@@ -139,7 +146,7 @@ def time_rounds(steps: dict[str, Step], opts: InterleaveOptions = InterleaveOpti
     while True:
         n = len(out.forward_first)
         forward = n % 2 == 0
-        for name in (names if forward else names[::-1]):
+        for name in orders[n % 4]:
             t = timed_call(steps[name])
             out.samples[name].append(t[pick])
             out.other[name].append(t[1 - pick])

@@ -44,7 +44,8 @@ def test_diagnose_tune_carries_measured_recoveries_into_the_plan(tmp_path):
     measured = [c for c in tune["candidates"] if c["status"] == "measured"]
     assert measured, tune["findings"]
     marked = [f for f in d["fixes"] if f.get("confidence") == "measured"]
-    assert {f["fix_id"] for f in marked} == {c["fix_id"] for c in measured} & {f["fix_id"] for f in d["fixes"]}
+    perf_ids = {f["fix_id"] for f in d["fixes"] if f.get("kind") != "accuracy"}
+    assert {f["fix_id"] for f in marked} == {c["fix_id"] for c in measured} & perf_ids
     for f in marked:
         lo, hi = f["measured"]["ci95"]
         assert lo <= f["measured"]["recovered_us"] <= hi and f["estimated_confidence"] != "measured"
