@@ -1,6 +1,6 @@
 """One recipe measured the headline's way: the tuned target interleaved with the untuned
 target and the source in the same process, on the policy's clock (porter.capture.interleaved
-time_rounds: S U T, T U S, ...), so the three ratios share one machine state, and its final
+time_rounds: S U T, T U S, S T U, U T S, ...), so the three ratios share one machine state, and its final
 output checked against the source's with porter's tolerance (porter.analysis.accuracy)."""
 
 from __future__ import annotations
