@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PAIRS = {
     "resnet-inductor": ("tests/models/library_models.py:small_resnet", "cpu:inductor"),
+    "hf-resnet-inductor": ("tests/models/library_models.py:hf_resnet", "cpu:inductor"),
     "transformer-inductor": ("transformer", "cpu:inductor"),
     "transformer-xla": ("transformer", "xla"),
 }

@@ -185,6 +185,16 @@ ERFINV_AT = "model/encoder/stages/0/layers/0/layer/0/activation"  # where resnet
 ERFINV_NORM = "model/encoder/stages/0/layers/0/layer/0/normalization"  # the BatchNorm fused with it
 
 
+def hf_resnet():
+    """transformers' ResNet from a config (basic layers, two stages of one layer), random weights,
+    nothing planted: the conv net porter tune is checked on (BENCHMARKS.md, "porter tune")."""
+    from transformers import ResNetConfig, ResNetModel
+
+    torch.manual_seed(0)
+    cfg = ResNetConfig(num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic")
+    return _FirstOutput(ResNetModel(cfg).eval()), (torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0)),)
+
+
 def resnet_erfinv():
     """transformers' ResNet (basic layers, two stages of one layer) with the first layer's first
     activation replaced by Erfinv (ERFINV_AT), after its own BatchNorm (ERFINV_NORM)."""
