@@ -86,8 +86,9 @@ def main() -> None:
     ap.add_argument("--busy", action="store_true")
     ap.add_argument("--cases", default=",".join(CASES))
     a = ap.parse_args()
-    busy = [subprocess.Popen(["sh", "-c", "yes > /dev/null"]) for _ in range(max((os.cpu_count() or 2) - 1, 1))] \
-        if a.busy else []
+    from benchmarks.headline_coverage import busy_loops, stop
+
+    busy = busy_loops() if a.busy else []  # `yes` itself: a shell around it left `yes` running when killed
     try:
         for case in a.cases.split(","):
             factory, target = case.split(":", 1)
@@ -115,8 +116,7 @@ def main() -> None:
                   f"{hits['module_fix1']}/{a.runs}"
                   f"{' beside a busy loop' if busy else ''}", flush=True)
     finally:
-        for p in busy:
-            p.kill()
+        stop(busy)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Issue 26's check: `porter tune` whole-process on three pairs, each run twice in a row; does
 the best combination's measured ratio of the second run fall inside the first's interval?
 
-    python benchmarks/tune_runs.py [--budget 240] [--out /tmp/tune-runs] [--pairs NAME ...]
+    python benchmarks/tune_runs.py [--budget 240] [--out DIR] [--pairs NAME ...]
 
 Each run is `python -m porter diagnose MODEL --from cpu --to TARGET --confirm 0 --no-report
 --tune --tune-budget BUDGET` into a fresh folder: the fix plan's recipes by estimate, then the
@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def show(name: str, i: int, r: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=240.0)
-    ap.add_argument("--out", type=Path, default=Path("/tmp/tune-runs"))
+    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "porter-tune-runs")
     ap.add_argument("--pairs", nargs="*", default=list(PAIRS))
     args = ap.parse_args()
     for name in args.pairs:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.attribute import EndToEnd
-from porter.core.stats import (HEAVY_LOAD, WIDE, RatioInterval, ab_ba_blocks, between_run_sd, few_sample_ratio, paired_ratio,
+from porter.core.stats import (WIDE, RatioInterval, ab_ba_blocks, between_run_sd, few_sample_ratio, paired_ratio,
                                unpaired_ratio, with_between_run)
 
 LIVE_BASIS = "unprofiled forwards, source and target timed alternately"
@@ -49,9 +49,8 @@ def _median(xs: Any) -> float:
 def live_headline(paired: Mapping[str, Any], e2e: EndToEnd, source_manifest: Mapping[str, Any],
                   target_manifest: Mapping[str, Any]) -> dict[str, Any]:
     """paired: porter.capture.interleaved.PairedTiming.to_dict(); manifests give the profiled step times."""
-    load, cpus = paired.get("load_average"), int(paired.get("cpus") or 0)
-    busy = load is not None and cpus > 0 and load > HEAVY_LOAD * cpus
-    iv = with_between_run(paired_ratio(*ab_ba_blocks(paired["source_s"], paired["target_s"])), between_run_sd(busy))
+    sd = between_run_sd(paired.get("load_average"), int(paired.get("cpus") or 0))
+    iv = with_between_run(paired_ratio(*ab_ba_blocks(paired["source_s"], paired["target_s"])), sd)
     clock = paired.get("clock") or "wall"
     other = paired.get("other_clock") or {}
     sides = {}

@@ -63,13 +63,12 @@ def cross_stack_ratio_ci(new: Sequence[float], base: Sequence[float],
     diagnose headline is (porter.core.stats.with_between_run): a ratio quoted for the pair must
     hold on the next run. measurement: the run's context["measurement"], whose load at the end
     picks the heavier allowance above HEAVY_LOAD x the CPUs."""
-    from porter.core.stats import HEAVY_LOAD, RatioInterval, between_run_sd, with_between_run
+    from porter.core.stats import RatioInterval, between_run_sd, with_between_run
 
     ratio, lo, hi = ratio_of_medians_ci(new, [base])
     end = (measurement or {}).get("end") or {}
-    load, cpus = end.get("load_average"), int(end.get("cpus") or 0)
-    heavy = isinstance(load, (int, float)) and cpus > 0 and load > HEAVY_LOAD * cpus
-    iv = with_between_run(RatioInterval(ratio, lo, hi, len(new), RATIO_CI_METHOD), between_run_sd(heavy))
+    sd = between_run_sd(end.get("load_average"), int(end.get("cpus") or 0))
+    iv = with_between_run(RatioInterval(ratio, lo, hi, len(new), RATIO_CI_METHOD), sd)
     return iv.ratio, iv.low, iv.high
 
 

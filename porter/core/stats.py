@@ -87,11 +87,13 @@ class RatioInterval:
         return out
 
 
-def between_run_sd(oversubscribed: bool = False) -> float:
+def between_run_sd(load: float | None = None, cpus: int = 0) -> float:
     """The relative sd between runs that a live ratio's interval allows for: BETWEEN_RUN_SD, or
-    OVERSUBSCRIBED_SD when the load exceeded HEAVY_LOAD times the CPUs; PORTER_BETWEEN_RUN_SD sets it (0: the
-    within-run interval alone)."""
-    default = OVERSUBSCRIBED_SD if oversubscribed else BETWEEN_RUN_SD
+    OVERSUBSCRIBED_SD when the 1-minute load average exceeded HEAVY_LOAD times the CPUs (None or
+    no CPU count: unknown, the plain one); PORTER_BETWEEN_RUN_SD sets it (0: the within-run
+    interval alone)."""
+    heavy = isinstance(load, (int, float)) and cpus > 0 and load > HEAVY_LOAD * cpus
+    default = OVERSUBSCRIBED_SD if heavy else BETWEEN_RUN_SD
     text = os.environ.get("PORTER_BETWEEN_RUN_SD", "").strip()
     if not text:
         return default

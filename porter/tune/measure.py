@@ -11,7 +11,7 @@ from typing import Any
 
 from porter.analysis.accuracy import error_metrics
 from porter.capture.interleaved import InterleaveOptions, time_rounds
-from porter.core.stats import HEAVY_LOAD, RatioInterval, ab_ba_blocks, between_run_sd, paired_ratio, with_between_run
+from porter.core.stats import RatioInterval, ab_ba_blocks, between_run_sd, paired_ratio, with_between_run
 from porter.runtime.policy import machine_load
 
 SIDES = ("source", "untuned", "tuned")
@@ -67,7 +67,7 @@ def time_three(source: Any, untuned: Any, tuned: Any, opts: InterleaveOptions, c
     # a ratio of the source is quoted as the pair's and must hold on the next run: widened for drift
     # between runs; tuned/untuned judges the recipe within these rounds, where that drift cancels
     load = machine_load()
-    sd = between_run_sd(load.average is not None and load.cpus > 0 and load.average > HEAVY_LOAD * load.cpus)
+    sd = between_run_sd(load.average, load.cpus)
     return Measured(with_between_run(ratio("source", "tuned"), sd), with_between_run(ratio("source", "untuned"), sd),
                     ratio("untuned", "tuned"),
                     statistics.median(s["untuned"]) * 1e6, len(rounds.forward_first), rounds.stopped,

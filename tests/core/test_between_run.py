@@ -30,11 +30,12 @@ def test_the_sd_comes_from_the_environment_when_set(monkeypatch):
     assert between_run_sd() == 0.0
     monkeypatch.setenv("PORTER_BETWEEN_RUN_SD", "0.04")
     assert between_run_sd() == 0.04
-    assert between_run_sd(oversubscribed=True) == 0.04  # the environment's word is the last
+    assert between_run_sd(7.0, 2) == 0.04  # the environment's word is the last
     monkeypatch.setenv("PORTER_BETWEEN_RUN_SD", "lots")
     from porter.core.stats import BETWEEN_RUN_SD, OVERSUBSCRIBED_SD
 
-    assert between_run_sd() == BETWEEN_RUN_SD and between_run_sd(True) == OVERSUBSCRIBED_SD > BETWEEN_RUN_SD
+    assert between_run_sd() == BETWEEN_RUN_SD and between_run_sd(7.0, 2) == OVERSUBSCRIBED_SD > BETWEEN_RUN_SD
+    assert between_run_sd(5.9, 2) == BETWEEN_RUN_SD == between_run_sd(7.0, 0)  # 3x the CPUs, or unknown CPUs
 
 
 def test_simulated_drift_between_runs_is_covered():
