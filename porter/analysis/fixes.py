@@ -48,6 +48,7 @@ from porter.core.stacks import STACK_NAMES
 
 CATALOGUE_FILE = Path(__file__).parents[1] / "data" / "fixes.toml"
 KINDS = ("perf", "accuracy")
+RECOVERS = ("model", "source")  # what a perf fix can recover: see FixEntry.recovers
 TPU_TILE = 128  # MXU systolic array edge
 GPU_TILE_BYTES = 16  # tensor core / MFMA operands want 16-byte multiples (8 bf16, 4 fp32, 16 fp8)
 # Ops that are one fused attention kernel: torch's flash / memory-efficient / cuDNN SDPA
@@ -65,6 +66,7 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "target_dtype": ((list,), "target dtype in the list"),
     "device_type": ((list,), "target device type in the list"),
     "stack": ((list,), "target stack in the list (porter.core.stacks.STACK_NAMES keys)"),
+    "source_stack": ((list,), "source stack in the list (porter.core.stacks.STACK_NAMES keys)"),
     "framework_op": ((str,), "regex search over the group's framework op"),
     "module": ((str,), "regex search over the module path"),
     "min_ratio": ((int, float), "target_us / source_us >= value"),
@@ -100,6 +102,9 @@ class FixEntry:
     applies_when: Mapping[str, Any]
     first_steps: Mapping[str, str] = field(default_factory=dict)  # per target stack, over first_step
     apply: Mapping[str, tuple[Recipe, ...]] = field(default_factory=dict)  # per stack: what porter tune can set
+    # "model": recovers what the perf model bounds (beyond parity too); "source": the fix runs
+    # the part as the source does, so it recovers the source's demonstrated time and no more
+    recovers: str = "model"
 
     @property
     def mid_days(self) -> float:
@@ -175,8 +180,11 @@ def _build(raw: dict, path: Path) -> Catalogue:
         if not isinstance(steps, dict) or not all(k in STACK_NAMES and isinstance(v, str) and v for k, v in steps.items()):
             raise bad(f"fix {fid!r}: first_steps must map stacks ({', '.join(STACK_NAMES)}) to non-empty strings")
         recipes = parse_recipes(entry.get("apply"), fid, STACK_NAMES, bad)
+        recovers = entry.get("recovers", "model")
+        if recovers not in RECOVERS:
+            raise bad(f"fix {fid!r}: recovers must be one of {RECOVERS}, not {recovers!r}")
         fixes.append(FixEntry(entry["id"], entry["title"], entry["kind"], entry["tier"], days,
-                              entry["why"], entry["first_step"], dict(cond), dict(steps), recipes))
+                              entry["why"], entry["first_step"], dict(cond), dict(steps), recipes, recovers))
     ids = [f.id for f in fixes]
     if len(set(ids)) != len(ids):
         raise bad(f"duplicate fix ids {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -238,6 +246,7 @@ class Symptoms:
     source_compiled: bool  # the group is a torch.compile region on the source, eager ops on the target
     target_compiled: bool  # ... on the target, eager ops on the source
     outside: str = ""  # the runtime's time outside every module, of this kind ('' for a matched group)
+    source_stack: str = "other"  # the source's stack (porter.core.stacks key), as `stack` is the target's
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -318,6 +327,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "framework_op": groups["framework_op"].astype(str),
         "device_type": dev,
         "stack": column(groups, "target_stack", "other").fillna("other").astype(str),
+        "source_stack": column(groups, "source_stack", "other").fillna("other").astype(str),
         "target_dtype": dtype,
         "ratio": ratio,
         "kernel_ratio": kratio,
@@ -368,6 +378,8 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
         if key == "device_type" and s["device_type"] not in want:
             return False
         if key == "stack" and s["stack"] not in want:
+            return False
+        if key == "source_stack" and s.get("source_stack", "other") not in want:
             return False
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False

@@ -41,6 +41,7 @@ def _in_or_below(module: str, modules: set[str]) -> bool:
 
 def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: pd.DataFrame,
                roofline: pd.DataFrame, *, source_device_type: str, target_device_type: str, target_stack: str = "other",
+               source_stack: str = "other",
                fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None,
                outside: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {})) -> pd.DataFrame:
     """The `groups` input of porter.analysis.fixes.rank_fixes (docs/fixes.md), one row per matched
@@ -73,6 +74,7 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         "dtypes": np.where(use_t, t["dtypes"].fillna("").to_numpy(object), s["dtypes"].fillna("").to_numpy(object)),
         "target_device_type": target_device_type,
         "target_stack": target_stack,
+        "source_stack": source_stack,
         "source_device_type": source_device_type,
         "host_us": 0.0,
         "recompiles": -1,

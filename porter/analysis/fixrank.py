@@ -28,10 +28,10 @@ from porter.core.stacks import first_step_for
 # Conditions whose evidence is the other side's run of the same work (eager ops against a
 # compiled region): where the cost is unknown, the time that run shows reachable
 # (demonstrated_us) is what the fix can recover, rather than nothing.
-_DEMONSTRATED = {"source_compiled", "target_compiled", "outside"}
+_DEMONSTRATED = {"source_compiled", "target_compiled", "outside", "source_stack"}
 # Conditions that name a specific symptom (count as evidence for confidence).
 _SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
-             "source_compiled", "target_compiled", "outside",
+             "source_compiled", "target_compiled", "outside", "source_stack",
              "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
 
 
@@ -134,7 +134,7 @@ def headroom_hits(entry: FixEntry, sym: pd.DataFrame, taken: set[int]) -> list[i
     is not slower: its other conditions hold and the target runs at <= HEADROOM_EFFICIENCY
     of its own roofline (cost known)."""
     cond = entry.applies_when
-    if entry.kind != "perf" or "min_ratio" not in cond:
+    if entry.kind != "perf" or "min_ratio" not in cond or entry.recovers == "source":  # the source's time is its reach
         return []
     rest = {k: v for k, v in cond.items() if k not in ("min_ratio", "max_roofline_efficiency")}
     far = (sym["roofline_efficiency"] <= HEADROOM_EFFICIENCY).to_numpy()  # NaN (unknown) compares False
@@ -212,7 +212,9 @@ def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceil
                if entry.kind != "perf" or not noise[i]]
         for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
             r = rec[rows_at]
-            if _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
+            if entry.recovers == "source":  # runs the part as the source does: the source's time, no further
+                r = dem[rows_at]
+            elif _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
                 r = np.where(np.isnan(r), dem[rows_at], r)
             fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at], gap[rows_at]) if rows_at else None
             if fix is not None:

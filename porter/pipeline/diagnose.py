@@ -168,6 +168,7 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         source_device_type=str((d.source.manifest.get("device") or {}).get("type", "")),
         target_device_type=str((d.target.manifest.get("device") or {}).get("type", "")),
         target_stack=stack_of(d.target.manifest, compiles=has_regions(d.target.ops)),
+        source_stack=stack_of(d.source.manifest, compiles=has_regions(d.source.ops)),
         fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc,
         outside=tuple(al.stats.get(f"{side}_outside_modules_by_kind_us") or {} for side in ("source", "target")))
     found = matched_fixes(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
