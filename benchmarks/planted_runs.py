@@ -106,7 +106,7 @@ def main() -> None:
                       "module_fix1": any(inside(m, module) for m in got["module_fix1"])}
                 for key, v in ok.items():
                     hits[key] += v
-                print(f"{factory} -> {target} run {k + 1}: headline x{got['headline']:.2f}; by_module {got['by_module']} "
+                print(f"{factory} -> {target} run {k + 1} (load {os.getloadavg()[0]:.1f}): headline x{got['headline']:.2f}; by_module {got['by_module']} "
                       f"{'ok' if ok['by_module'] else 'MISS'}; summary {got['summary']} {'ok' if ok['summary'] else 'MISS'}; "
                       f"fix #1 {got['fix1_title'][:60]} @ {', '.join(got['fix1'][:2])} {'ok' if ok['fix1'] else 'MISS'}; "
                       f"first fix in a module {'ok' if ok['module_fix1'] else 'MISS'}",

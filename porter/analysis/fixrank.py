@@ -213,7 +213,7 @@ def matched_fixes(groups: pd.DataFrame, catalogue: Catalogue | None, source_ceil
         for opportunity, rows_at in ((REGRESSION, hit), (HEADROOM, headroom_hits(entry, sym, set(hit)))):
             r = rec[rows_at]
             if entry.recovers == "source":  # runs the part as the source does: the source's time, no further
-                r = dem[rows_at]
+                r = np.minimum(np.nan_to_num(dem[rows_at], nan=np.inf), gap[rows_at])
             elif _DEMONSTRATED & set(entry.applies_when):  # the other side's run is the evidence: its time counts
                 r = np.where(np.isnan(r), dem[rows_at], r)
             fix = _ranked_fix(entry, opportunity, sym.iloc[rows_at], r, dem[rows_at], gap[rows_at]) if rows_at else None

@@ -56,3 +56,26 @@ def test_a_planted_sort_is_charged_to_its_module_and_coverage_adds_up(tmp_path):
         assert total == pytest.approx(1.0), (side, cov, stats)
     assert stats["target_unmatched_outside_modules_share"] == 0.0  # XLA's ops are all the model's
     assert cov["target"] >= 0.98
+
+
+@pytest.mark.slow
+def test_a_planted_erfinv_under_inductor_gets_the_eager_fix_first(tmp_path):
+    """Inductor generates a slow erfinv for the planted activation: its module leads by_module,
+    and fix #1 leaves that module to eager (before eager-module-in-compiled, fix #1 was the
+    graph wrapper's 1-4 day fix and the module's only fix a 5-15 day kernel)."""
+    import torch
+
+    model, planted = f"{MODELS / 'planted_slow.py'}:llama_erfinv", planted_path("llama_erfinv")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        capture(model, "cpu", tmp_path / "src", LIVE_OPTS)
+        capture(model, "cpu:inductor", tmp_path / "tgt", LIVE_OPTS)
+    finally:
+        torch.set_num_threads(threads)
+    d = analyse(load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt"))
+    by_module = d.by_module.set_index("key")
+    assert by_module["delta_us"].idxmax() == planted, by_module["delta_us"].nlargest(3)
+    top = next(f for f in d.fixes if f["kind"] == "perf")
+    assert top["fix_id"] == "eager-module-in-compiled" and planted in top["modules"], (top["fix_id"], top["modules"])
+    assert top["beyond_parity_us"] == 0.0 and 0 < top["closes_gap_us"] <= top["measured_gap_us"] + 1e-6
