@@ -19,20 +19,26 @@ from tests.models.planted_slow import planted_path
 MODEL = f"{MODELS / 'planted_slow.py'}:llama_median"
 
 
-@pytest.mark.slow
-def test_a_planted_sort_is_charged_to_its_module_and_coverage_adds_up(tmp_path):
+def _captured_pair(model: str, target: str, tmp_path):
+    """Source (cpu) and target bundles of one live model, captured on one intra-op thread."""
     import torch
-
-    PLANTED = planted_path("llama_median")  # noqa: N806 (the module the factory planted its median in)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        capture(MODEL, "cpu", tmp_path / "src", LIVE_OPTS)
-        capture(MODEL, "xla", tmp_path / "tgt", LIVE_OPTS)
+        capture(model, "cpu", tmp_path / "src", LIVE_OPTS)
+        capture(model, target, tmp_path / "tgt", LIVE_OPTS)
     finally:
         torch.set_num_threads(threads)
-    src, tgt = load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt")
+    return load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt")
+
+
+@pytest.mark.slow
+def test_a_planted_sort_is_charged_to_its_module_and_coverage_adds_up(tmp_path):
+
+    PLANTED = planted_path("llama_median")  # noqa: N806 (the module the factory planted its median in)
+
+    src, tgt = _captured_pair(MODEL, "xla", tmp_path)
     ops = tgt.ops
     sort = ops[ops["framework_op"] == "sort"]
     assert len(sort) and set(sort["module"]) == {PLANTED}, sorted(set(sort["module"]))
@@ -63,18 +69,10 @@ def test_a_planted_erfinv_under_inductor_gets_the_eager_fix_first(tmp_path):
     """Inductor generates a slow erfinv for the planted activation: its module leads by_module,
     and fix #1 leaves that module to eager (before eager-module-in-compiled, fix #1 was the
     graph wrapper's 1-4 day fix and the module's only fix a 5-15 day kernel)."""
-    import torch
 
     model, planted = f"{MODELS / 'planted_slow.py'}:llama_erfinv", planted_path("llama_erfinv")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        capture(model, "cpu", tmp_path / "src", LIVE_OPTS)
-        capture(model, "cpu:inductor", tmp_path / "tgt", LIVE_OPTS)
-    finally:
-        torch.set_num_threads(threads)
-    d = analyse(load_bundle(tmp_path / "src"), load_bundle(tmp_path / "tgt"))
-    by_module = d.by_module.set_index("key")
+    d = analyse(*_captured_pair(model, "cpu:inductor", tmp_path))
+    by_module = d.by_module[d.by_module["key"] != ""].set_index("key")  # "": the compiled graph's wrapper, no module's
     assert by_module["delta_us"].idxmax() == planted, by_module["delta_us"].nlargest(3)
     top = next(f for f in d.fixes if f["kind"] == "perf")
     assert top["fix_id"] == "eager-module-in-compiled" and planted in top["modules"], (top["fix_id"], top["modules"])
