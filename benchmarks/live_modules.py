@@ -355,9 +355,11 @@ def check(model: str, target: str, out: Path, extra: tuple[str, ...] = ()) -> di
         result["held"] = h
         print(f"significant module gaps within {WITHIN:g}x of alone (same sign): {len(h.within)}/{len(h.significant)}; "
               f"where alone finds none: {len(h.phantom)}")
-        for k in h.off + h.phantom:
-            print(f"  {'no gap alone' if k in h.phantom else 'off'}: {k} diagnosed {diag_gap[k]:+.1f}, alone "
-                  f"{alone[k].gap:+.1f} +- {alone[k].ci:.1f} us")
+        for k in h.significant:
+            verdict = "no gap alone" if k in h.phantom else "within" if k in h.within else "off"
+            ratio = diag_gap[k] / alone[k].gap if alone[k].gap else float("nan")
+            print(f"  {verdict}: {k} diagnosed {diag_gap[k]:+.1f}, alone {alone[k].gap:+.1f} +- {alone[k].ci:.1f} us "
+                  f"(x{ratio:.2f})")
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)

@@ -24,4 +24,5 @@ fi
 export PORTER_REQUIRE_BROWSER=1
 # The layer contracts (pyproject.toml [tool.importlinter]): a wrong import fails here.
 "$VENV/bin/lint-imports" --no-cache
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+# --durations: the slowest tests named in every run, so a CI run near its 30 minutes says where they went
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 "$@"

@@ -84,6 +84,11 @@ def hlo_stats(path: Path, tmp: Path) -> list[dict]:
 def run_porter(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, as a user would."""
     env = dict(os.environ, COLUMNS="160", TF_CPP_MIN_LOG_LEVEL="3")
+    # The live headline's timing: 3 s of interleaved pairs, not the CLI's 10 (at least its 20
+    # pairs either way). A test of the headline's interval passes its own InterleaveOptions; the
+    # rest run a live diagnosis for its modules, accuracy or files, and 7 s each of ~30 such runs
+    # is 3-4 minutes of a 2-core CI run.
+    env.setdefault("PORTER_TIMING_BUDGET_S", "3")
     return subprocess.run(
         [sys.executable, "-m", "porter", *args],
         cwd=cwd or REPO,

@@ -51,9 +51,11 @@ def _agreement(model: str, target: str, out: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,target", [("gpt2_wide3", "xla"), ("gpt2_wide3", "cpu:inductor"),
-                                          ("bert_wide3_newgelu", "xla"), ("bert_wide3_newgelu", "cpu:inductor"),
-                                          ("resnet_wide", "xla"), ("resnet_wide", "cpu:inductor")])
+# one target per model, both targets among them, the conv net on inductor (its channels-last
+# layout path): the other three pairs ran 4.5 minutes of a CI run that must fit 30; they are in
+# `python -m benchmarks.live_modules` (BENCHMARKS.md, "Lab notes: live agreement")
+@pytest.mark.parametrize("model,target", [("gpt2_wide3", "xla"), ("bert_wide3_newgelu", "cpu:inductor"),
+                                          ("resnet_wide", "cpu:inductor")])
 def test_top3_gaps_agree_with_each_module_timed_alone(model, target, tmp_path):
     ag = None
     for attempt in range(3):

@@ -22,7 +22,7 @@ from tests.conftest import run_porter
 MODELS = Path(__file__).parents[1] / "models"
 LIBRARY = MODELS / "library_models.py"
 FAILING = MODELS / "failing_models.py"
-FAST = ("--steps", "3", "--repeats", "3", "--no-report")
+FAST = ("--steps", "3", "--repeats", "3", "--confirm", "0", "--no-report")  # nothing here is about confirmation
 
 
 def _diagnose(model: str, target: str, out: Path) -> dict:

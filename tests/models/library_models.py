@@ -205,3 +205,36 @@ def resnet_erfinv():
     model = ResNetModel(cfg).eval()
     model.encoder.stages[0].layers[0].layer[0].activation = Erfinv()
     return _FirstOutput(model), (torch.randn(4, 3, 128, 128, generator=torch.Generator().manual_seed(0)),)
+
+
+# Real sizes (issue 24's table): the configs' own defaults, as the published models are shaped,
+# two sequences of SEQ tokens. Module gaps of the small models above are 1-30 us, below what a
+# module timed alone can resolve (its call's residual cost alone is 10-70 us); at these sizes a
+# dense layer is hundreds of microseconds.
+def bert_base():
+    """BERT-base: BertConfig()'s defaults (12 layers, hidden 768, 12 heads, vocab 30522)."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig()
+    return _FirstOutput(BertModel(cfg, add_pooling_layer=False).eval()), (_tokens(cfg.vocab_size),)
+
+
+def gpt2_base():
+    """GPT-2 small as published: GPT2Config()'s defaults (12 layers, n_embd 768, vocab 50257)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config()
+    return _FirstOutput(GPT2LMHeadModel(cfg).eval()), (_tokens(cfg.vocab_size),)
+
+
+def llama_base():
+    """An unplanted LlamaForCausalLM of useful size: Llama's vocabulary (32000), 8 layers of
+    hidden 512 with its SwiGLU ratio (intermediate 1376), grouped-query attention (8 heads, 4 KV)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=8,
+                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048)
+    return _FirstOutput(LlamaForCausalLM(cfg).eval()), (_tokens(cfg.vocab_size),)

@@ -4,6 +4,7 @@ registry predictions and bad input; slow ones run real ops on inductor, torchax/
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from porter.core.errors import PorterError
 from porter.ops.cost import gap_cost
 from porter.ops.diff import diff_matrices
 from porter.ops.inventory import ExportFailure, Variant, export_model, inventory
-from porter.ops.matrix import Cell, Matrix, OpRow, StackInfo, Verdict, matrix_from_json, read_matrix
+from porter.ops.matrix import Cell, Matrix, OpRow, StackInfo, Verdict, read_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 STATUS_MODEL = f"{ROOT}/tests/models/op_statuses.py:one_of_each"
@@ -25,8 +26,9 @@ A = torch.ops.aten
 
 
 def porter_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PORTER_TIMING_BUDGET_S": os.environ.get("PORTER_TIMING_BUDGET_S", "3")}  # as run_porter's
     return subprocess.run([sys.executable, "-m", "porter", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=900)
+                          cwd=cwd or ROOT, timeout=900, env=env)
 
 
 def small_matrix(status: str = "host_fallback", torch_version: str = "2.13") -> Matrix:
@@ -245,7 +247,7 @@ def test_diagnose_with_ops_flags_the_fallback_in_portability_and_fix_plan(tmp_pa
     """topk falls back to the eager kernel in inductor's CPU code: the diagnosis flags it in the
     op table (groups), the fix plan and the report's Portability section."""
     r = porter_cli("diagnose", f"{ROOT}/tests/models/op_statuses.py:topk_head", "--from", "cpu", "--to", "cpu:inductor",
-                   "--ops", "--steps", "1", "--repeats", "3", "-o", str(tmp_path))
+                   "--ops", "--steps", "1", "--repeats", "3", "--confirm", "0", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads((tmp_path / "diagnosis.json").read_text())
     (flag,) = d["portability"]["flagged"]
