@@ -143,6 +143,7 @@ def _op_shape_rows(rows: Iterable[dict]) -> list[OpShapeRow]:
         efficiency=_f(r.get("target_efficiency")),
         module_kinds=tuple(str(k) for k in r.get("module_kinds") or ()),
         observed=bool(r.get("target_observed_bound")),
+        target_ops=tuple(str(k) for k in r.get("target_ops") or ()),
     ) for r in rows or []]
     return sorted(out, key=lambda r: abs(r.gap_us), reverse=True)
 

@@ -52,7 +52,9 @@ class Gap:
 
     @property
     def ratio(self) -> float | None:
-        return self.target_us / self.source_us if self.source_us > 0 else None
+        """None where either side has no time: a class the target never ran (XLA decomposes a
+        softmax) is not a 0.00x speed-up."""
+        return self.target_us / self.source_us if self.source_us > 0 and self.target_us > 0 else None
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,17 @@ class OpShapeRow(Gap):
     efficiency: float | None = None  # target roofline time / target time, when costs are known (<= 1)
     module_kinds: tuple[str, ...] = ()
     observed: bool = False  # some calls beat the ceiling: their observed time is the bound
+    target_ops: tuple[str, ...] = ()  # what ran for the op on the target, where it names it otherwise (dot_general)
+
+    @property
+    def ratio(self) -> float | None:
+        """None on one side only: a row the target never ran is not a 0.00x speed-up."""
+        return self.target_us / self.source_us if self.source_us > 0 and self.target_count else None
+
+    @property
+    def only_on(self) -> str:
+        """'only on source' / 'only on target' for a one-sided row, else ''."""
+        return "only on source" if not self.target_count else "only on target" if not self.source_count else ""
 
     @property
     def source_mean_us(self) -> float | None:

@@ -203,8 +203,11 @@ def outside_lines(stats: dict, width: int) -> list[str]:
     return wrap(f"outside every module, unmatched (in coverage's denominator): {'; '.join(parts)}", width)
 
 
-def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate) -> str:
-    cells = f"  {_signed(delta):>10} {_x(ratio):>8}  "
+ONE_SIDE = {"source": "src only", "target": "tgt only"}  # a row on one side has no ratio (porter.analysis.opshape)
+
+
+def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate, only_on: Any = "") -> str:
+    cells = f"  {_signed(delta):>10} {ONE_SIDE.get(str(only_on or '')) or _x(ratio):>8}  "
     return cells + shorten(name, max(12, width - len(cells)))
 
 
@@ -222,7 +225,7 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
         chosen = sorted((r for r in rows if keep(r.get("delta_us") or 0.0)),
                         key=lambda r: r["delta_us"], reverse=order)[:top]
         lines += wrap(f"largest {title} by {what}{' per step' if per_step else ''}:", width)
-        lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten) for r in chosen] or ["  (none)"]
+        lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten, r.get("only_on")) for r in chosen] or ["  (none)"]
     if noise:
         biggest = max(abs(_gap(r)[0] or 0.0) for r in noise)
         lines += wrap(f"within noise: {len(noise)} more, whose gap per profiled step has a 95% interval "
@@ -254,7 +257,8 @@ def op_shape_name(r: dict) -> str:
     past DISPLAY_CHARS (diagnosis.json keeps all)."""
     parts = (str(r.get("framework_op") or ""), short_shapes(str(r.get("input_shapes") or "")),
              short_dtypes(str(r.get("dtypes") or "")))
-    return " ".join(elide(p) for p in parts if p)
+    own = r.get("target_ops") or []  # a cross-framework pair: what the target ran for it
+    return " ".join(elide(p) for p in parts if p) + (f" (target: {', '.join(map(str, own))})" if own else "")
 
 
 def shorten_end(text: str, width: int) -> str:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.align import Alignment
+from porter.analysis.groups import UNMATCHED
 from porter.analysis.attribute import module_kind
 
 KEY = ["framework_op", "input_shapes", "dtypes"]
@@ -96,14 +97,16 @@ def _kinds(f: pd.DataFrame) -> dict[tuple, list[str]]:
 def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rows per (framework_op, input_shapes, dtypes), largest absolute gap first.
 
-    Columns: the key, op_class, source/target count, total us and mean us, delta_us, ratio,
+    Columns: the key, op_class, source/target count, total us and mean us, delta_us, ratio (NaN
+    for a row on one side only, which only_on names: "source", "target" or ""),
     target_roofline_us and target_efficiency (roofline / target time over ops with known
     costs; NaN when none; at most 1), target_observed_bound (some of its calls ran faster than
-    the ceiling allows: their observed time is the bound), module_kinds.
+    the ceiling allows: their observed time is the bound), module_kinds, target_ops (the target's
+    own op names where a cross-framework pair keys its ops as the source's: in_source_terms).
     """
     rl = target_roofline_per_op(al, roofline_groups) if roofline_groups is not None else None
     s = _side(al.source_ops, al.source_times.values)
-    t = _side(al.target_ops, al.target_times.values, rl)
+    t = in_source_terms(s, _side(al.target_ops, al.target_times.values, rl), al)
     if roofline_groups is not None:
         t["observed"] = observed_per_op(al, roofline_groups).reindex(al.target_ops["op_id"].to_numpy()).fillna(False).to_numpy(bool)
     both = pd.concat([s.assign(side="source"), t.assign(side="target")], ignore_index=True)
@@ -122,7 +125,9 @@ def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -
         out["source_mean_us"] = np.where(out["source_count"] > 0, out["source_us"] / out["source_count"], np.nan)
         out["target_mean_us"] = np.where(out["target_count"] > 0, out["target_us"] / out["target_count"], np.nan)
         out["delta_us"] = out["target_us"] - out["source_us"]
-        out["ratio"] = np.where(out["source_us"] > 0, out["target_us"] / out["source_us"], np.nan)
+        # a row that ran on one side only has no ratio ("0.00x" read as an infinite speed-up)
+        out["ratio"] = np.where((out["source_us"] > 0) & (out["target_count"] > 0), out["target_us"] / out["source_us"], np.nan)
+    out["only_on"] = np.where(out["target_count"] == 0, "source", np.where(out["source_count"] == 0, "target", ""))
     if rl is not None:
         known = t[t["roofline_us"].notna()]
         r = known.groupby(KEY, sort=False).agg(target_roofline_us=("roofline_us", "sum"), known_us=("us", "sum"),
@@ -138,11 +143,102 @@ def op_shape_table(al: Alignment, roofline_groups: pd.DataFrame | None = None) -
         out["target_observed_bound"] = False
     kinds = _kinds(both)
     out["module_kinds"] = [kinds.get(tuple(k), []) for k in out[KEY].itertuples(index=False, name=None)]
+    own = _own_names(t)
+    out["target_ops"] = [own.get(tuple(k), []) for k in out[KEY].itertuples(index=False, name=None)]
     out = out.reindex(out["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
     cols = KEY + ["op_class", "source_count", "target_count", "source_us", "target_us", "source_mean_us",
                   "target_mean_us", "delta_us", "ratio", "target_roofline_us", "target_efficiency",
-                  "target_observed_bound", "module_kinds"]
+                  "target_observed_bound", "module_kinds", "target_ops", "only_on"]
     return out[cols].reset_index(drop=True)
+
+
+# a group's source key holding more than this share of its source time speaks for the group: a
+# linear's addmm held 68% of its group on the demo, the rest the view, t and copy_ around it
+DOMINANT = 0.5
+# a pair is cross-framework when more than this share of the target's time runs in ops the
+# source never names (cpu -> xla: 100%; the H100 -> MI300X Qwen pair: its own ops pair by name)
+CROSS = 0.5
+
+
+def in_source_terms(s: pd.DataFrame, t: pd.DataFrame, al: Alignment) -> pd.DataFrame:
+    """Target ops named in a vocabulary the source never uses (XLA's dot_general for eager's
+    aten::addmm, an inductor kernel for the ops it fused) keyed as the source op of their matched
+    group, so a cross-framework table pairs them in one row instead of two one-sided ones. The
+    group's alignment already paired them (module, call identity); the key is the source op's
+    that holds most of the group's source time (DOMINANT), and a group without one keeps the target's
+    names. ``own_op`` keeps each target op's own name (the row's target_ops)."""
+    t = t.assign(own_op=t["framework_op"].to_numpy())
+    foreign = ~t["framework_op"].isin(set(s["framework_op"])).to_numpy()
+    total = float(t["us"].sum())
+    if s.empty or total <= 0 or float(t["us"].to_numpy()[foreign].sum()) <= CROSS * total:
+        return t  # one vocabulary on both sides (H100 -> MI300X): each side's own op names pair
+    sg = al.source_group.reindex(al.source_ops["op_id"].to_numpy()).to_numpy()
+    tg = al.target_group.reindex(al.target_ops["op_id"].to_numpy()).to_numpy()
+    f = s[KEY + ["us"]].assign(group=sg)
+    f = f[pd.notna(f["group"]) & (f["group"] != UNMATCHED)]
+    if f.empty:
+        return t
+    per = f.groupby(["group"] + KEY, sort=False)["us"].sum().reset_index()
+    total = per.groupby("group")["us"].transform("sum")
+    per = per.assign(share=np.where(total > 0, per["us"] / total.where(total > 0, 1.0), 0.0))
+    top = per.sort_values("us", ascending=False, kind="stable").drop_duplicates("group")
+    top = top[top["share"] > DOMINANT].set_index("group")
+    hit = foreign & pd.Series(tg).isin(top.index).to_numpy()
+    if hit.any():
+        _rekey(t, hit, top.reindex(tg[hit]))
+    # a group without a majority (an attention block: bmm, softmax, masked_fill): a target op
+    # takes the heaviest source key of its group with its class and tensor shapes (XLA's
+    # dot_general [[8,64,32],[8,32,64]] is the block's aten::bmm of those shapes)
+    rest = foreign & ~hit
+    if rest.any():
+        f = f.assign(op_class=s.loc[f.index, "op_class"].to_numpy(), tensors=_tensor_shapes(f["input_shapes"]))
+        by = (f.groupby(["group", "op_class", "tensors"] + KEY, sort=False)["us"].sum().reset_index()
+              .sort_values("us", ascending=False, kind="stable").drop_duplicates(["group", "op_class", "tensors"])
+              .set_index(["group", "op_class", "tensors"]))
+        want = pd.MultiIndex.from_arrays([tg[rest], t["op_class"].to_numpy(dtype=object)[rest],
+                                          _tensor_shapes(t["input_shapes"][rest])])
+        found = by.reindex(want)
+        ok = found[KEY[0]].notna().to_numpy()
+        idx = np.flatnonzero(rest)[ok]
+        if len(idx):
+            mask = np.zeros(len(t), dtype=bool)
+            mask[idx] = True
+            _rekey(t, mask, found[ok])
+    return t
+
+
+def _rekey(t: pd.DataFrame, mask: np.ndarray, keys: pd.DataFrame) -> None:
+    for c in KEY:
+        col = t[c].to_numpy(dtype=object).copy()
+        col[mask] = keys[c].to_numpy(dtype=object)
+        t[c] = col
+
+
+def _tensor_shapes(shapes: pd.Series) -> np.ndarray:
+    """The tensor arguments' shapes of a compact shapes list, scalars ([]) left out: eager's
+    '[[2,4,64,64],[],[]]' and XLA's '[[2,4,64,64]]' are the same tensors."""
+    def one(text: str) -> str:
+        try:
+            dims = json.loads(text) if text else []
+        except ValueError:
+            return text
+        return json.dumps([d for d in dims if d], separators=(",", ":")) if isinstance(dims, list) else text
+    return _per_unique(shapes.to_numpy(dtype=object), one)
+
+
+def _own_names(t: pd.DataFrame) -> dict[tuple, list[str]]:
+    """Per key: the target's own op names where they differ from the key's (heaviest first, at
+    most MODULE_KINDS_SHOWN): what ran for aten::addmm on XLA."""
+    other = t[t["own_op"] != t["framework_op"]]
+    if other.empty:
+        return {}
+    k = other.groupby(KEY + ["own_op"], sort=False)["us"].sum().reset_index().sort_values("us", ascending=False, kind="stable")
+    out: dict[tuple, list[str]] = {}
+    for key, name in zip(zip(*(k[c].tolist() for c in KEY)), k["own_op"].tolist()):
+        names = out.setdefault(key, [])
+        if len(names) < MODULE_KINDS_SHOWN:
+            names.append(str(name))
+    return out
 
 
 def class_gross(al: Alignment, source_ops: pd.DataFrame, target_ops: pd.DataFrame) -> pd.DataFrame:

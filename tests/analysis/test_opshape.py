@@ -50,3 +50,29 @@ def test_a_slow_shape_inside_a_class_that_nets_to_a_win(qwen_json):
     slow = [r for r in qwen_json["by_op_shape"] if r["op_class"] == "elementwise" and (r["ratio"] or 0) > 2.5]
     assert any(r["framework_op"] == "aten::rsqrt" and r["input_shapes"] == "[[16,559,1]]" for r in slow)
     assert cls["elementwise"]["gross_loss_us"] >= sum(r["delta_us"] for r in slow)
+
+
+@pytest.mark.slow
+def test_a_cross_framework_pair_puts_each_linear_and_its_dot_general_in_one_row(tmp_path_factory):
+    """The demo (transformer, cpu -> xla): eager's aten::addmm and the dot_general XLA ran for it
+    are one row keyed by the source's op (their groups are paired by module and call), its
+    ratio finite; a row on one side only says so and has no ratio (it read 0.00x)."""
+    from _diagnoses import live_transformer_diagnosis
+
+    doc = json.loads((live_transformer_diagnosis(tmp_path_factory) / "diagnosis.json").read_text())
+    rows = doc["by_op_shape"]
+    addmm = [r for r in rows if r["framework_op"] == "aten::addmm"]
+    assert addmm and all(r["target_count"] > 0 and "dot_general" in r["target_ops"] for r in addmm), addmm
+    assert all(0.1 < r["ratio"] < 10 for r in addmm)
+    # no target dot_general is left beside the GEMMs it ran for (every linear's group pairs)
+    left = sum(r["target_us"] for r in rows if r["framework_op"] == "dot_general")
+    assert left < 0.5 * sum(r["target_us"] for r in addmm), left
+    for r in rows:
+        one = "source" if r["target_count"] == 0 else "target" if r["source_count"] == 0 else ""
+        assert r["only_on"] == one and (r["ratio"] is None) == bool(one), r
+    # keys move, time does not: the rows still sum to each side's total
+    e = doc["end_to_end"]
+    assert math.isclose(sum(r["source_us"] for r in rows), e["source_total_us"], rel_tol=1e-9)
+    assert math.isclose(sum(r["target_us"] for r in rows), e["target_total_us"], rel_tol=1e-9)
+    md = (live_transformer_diagnosis(tmp_path_factory) / "report.md").read_text()
+    assert "(target: dot_general" in md and "only on source" in md and "| 0.00x |" not in md
