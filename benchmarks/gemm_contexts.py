@@ -13,25 +13,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Any, Callable
 
 import torch
 
+from benchmarks.live_modules import samples_us
 from porter.runtime.threads import applied, current, one_cpu_while_xla_starts
 
 
 def median_cpu_us(calls: dict[str, Callable[[], Any]], repeats: int, per: int = 1) -> dict[str, float]:
-    for c in calls.values():
-        c()
-        c()
-    out: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(repeats):
-        for k, c in calls.items():
-            t0 = time.process_time()
-            c()
-            out[k].append((time.process_time() - t0) * 1e6 / per)
-    return {k: statistics.median(v) for k, v in out.items()}
+    """Median process CPU time per call (live_modules' interleaved sampling), per layer."""
+    return {k: statistics.median(v) / per for k, v in samples_us(calls, repeats).items()}
 
 
 def main() -> None:
