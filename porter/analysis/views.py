@@ -1,15 +1,17 @@
-"""Aggregations over the schema tables: device time per op, module, class or kernel."""
+"""Aggregations over the schema tables: device time per op, op shape, module, module kind, class or kernel."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from porter.analysis.attribute import with_module_kind
 from porter.analysis.opshape import compact
 from porter.core.factorize import factorize
 from porter.core.units import short_dtypes, short_shapes
 
-GROUPINGS = ("op", "op-shape", "module", "class", "kernel")
+GROUPINGS = ("op", "op-shape", "module", "module-kind", "class", "kernel")
+KERNEL_ONLY = "kernel: "  # --by op: a kernel no framework op launched, named apart from the ops
 
 
 def op_shape_keys(ops: pd.DataFrame) -> pd.Series:
@@ -34,8 +36,16 @@ def time_by(ops: pd.DataFrame, kernels: pd.DataFrame, by: str) -> pd.DataFrame:
         g = kernels.groupby("name", sort=False).agg(device_us=("dur_us", "sum"), count=("dur_us", "size"))
         g["host_us"] = float("nan")
     else:
-        col = {"op": "name", "op-shape": "op_shape", "module": "module", "class": "op_class"}[by]
+        col = {"op": "op", "op-shape": "op_shape", "module": "module", "module-kind": "module_kind",
+               "class": "op_class"}[by]
         frame = ops
+        if by == "op":  # framework ops by name; a kernel without one says so (--by kernel lists kernels)
+            fw = ops["framework_op"].to_numpy(dtype=object)
+            name = ops["name"].to_numpy(dtype=object)
+            frame = ops.assign(op=np.where(fw != "", fw, KERNEL_ONLY + name.astype(str)))
+        if by == "module-kind":  # every layer's attention one row: blocks/*/attn
+            frame = with_module_kind(ops)
+            frame = frame.assign(module_kind=frame["module_kind"].where(frame["module_kind"] != "", "(no module)"))
         if by == "op-shape":
             frame = ops.assign(op_shape=op_shape_keys(ops))
         if by == "module":

@@ -12,7 +12,7 @@ from porter.cli.process import MAX_INFLATE_HELP, imports_settled, set_max_inflat
 from porter.core.atomic import OutputError
 from porter.core.errors import PorterError
 from porter.core.suggest import did_you_mean
-from porter.core.units import elide, fmt_us
+from porter.core.units import DISPLAY_CHARS, elide, fmt_us
 
 ENGINE_HELP = ("Where a job directory's ranks are read: local (a process pool on this machine, the default), "
                "serial, or ray (a local Ray instance, or the cluster at --address).")
@@ -92,19 +92,21 @@ def _key_cell(key: str, by: str, width: int) -> str:
     200 MB of cell: a MemoryError after 83 s)."""
     from reports.terminal import abbreviate
 
-    return abbreviate(key, width) if by == "module" else elide(key)
+    if by in ("module", "module-kind"):
+        return abbreviate(key, width)
+    return elide(key, min(DISPLAY_CHARS, max(2 * width, 60)))  # a demangled C++ kernel name: two lines, not twenty
 
 
 def show(
     target: Path = typer.Argument(..., help="A bundle directory, a raw trace file, or a `porter diagnose` directory (both sides)."),
-    by: str = typer.Option("op", "--by", help="Group device time by: op, op-shape (op + input shapes + dtypes), module, class or kernel; or, for a job directory or job bundle, rank."),
+    by: str = typer.Option("op", "--by", help="Group device time by: op (framework ops; a kernel no op launched as 'kernel: NAME'), op-shape (op + input shapes + dtypes), module, module-kind (instance numbers folded: blocks/*/attn), class or kernel; or, for a job directory or job bundle, rank."),
     top: int = typer.Option(15, "--top", "-n", help="Rows to print."),
     fmt: Optional[str] = typer.Option(None, "--format", help="Force a reader for a raw trace."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     engine: str = typer.Option("local", "--engine", help=ENGINE_HELP),
     address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
-    """Print where device time goes, grouped by op, op and shapes, module, op class or kernel.
+    """Print where device time goes, grouped by op, op and shapes, module, module kind, op class or kernel.
 
     Examples: porter show bundles/h100_Qwen --by module --top 20 ;
     porter show diag/ --by op-shape (both sides of a diagnosis) ;
@@ -178,9 +180,9 @@ def show_diagnosis(diag: Path, by: str, top: int) -> None:
 
     from reports.terminal import op_shape_name
 
-    block = {"op-shape": "by_op_shape", "module": "by_module", "class": "by_class"}.get(by)
+    block = {"op-shape": "by_op_shape", "module": "by_module", "module-kind": "by_module_kind", "class": "by_class"}.get(by)
     if block is None:
-        fail(PorterError(f"a diagnosis directory shows --by op-shape, module or class, not {by!r}", path=diag,
+        fail(PorterError(f"a diagnosis directory shows --by op-shape, module, module-kind or class, not {by!r}", path=diag,
                          hint="or show one side's bundle: DIR/source or DIR/target"))
     try:
         rows = json.loads((diag / "diagnosis.json").read_text()).get(block) or []
