@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from porter.analysis.align import Alignment
-from porter.analysis.groups import UNMATCHED
 from porter.analysis.attribute import module_kind
+from porter.analysis.groups import UNMATCHED
 
 KEY = ["framework_op", "input_shapes", "dtypes"]
 MODULE_KINDS_SHOWN = 3  # the heaviest module kinds a row names; more would not fit a table cell

@@ -90,6 +90,18 @@ def stack_path(qualified: str) -> str:
     return text.replace(".", "/")
 
 
+def innermost_path(stack: dict) -> str | None:
+    """The innermost nn_module_stack entry reached from the root's locals, as a path; None when
+    every entry is a global (G['...'].fn: a module-level function dynamo traced as a module, as
+    transformers' apply_rotary_pos_emb once read 'G/__import_transformers_dot_..._llama/
+    apply_rotary_pos_emb', a path the eager source never has)."""
+    for entry in reversed(list(stack.values())):
+        name = str(entry[0])
+        if not name.startswith("G["):
+            return stack_path(name)
+    return None
+
+
 def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
     """Graph node name -> innermost module path ('' for the root forward).
 
@@ -101,8 +113,9 @@ def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
     unknown = []
     for node in gm.graph.nodes:
         stack = node.meta.get("nn_module_stack")
-        if stack:
-            out[node.name] = stack_path(list(stack.values())[-1][0])
+        path = innermost_path(stack) if stack else None
+        if path is not None:
+            out[node.name] = path
         elif node.op == "call_function":
             unknown.append(node)
         else:

@@ -169,3 +169,15 @@ def test_recording_config_keeps_the_program():
     plain = kernels({"cpp.enable_kernel_profile": True})
     assert plain and plain == kernels(RECORDING_CONFIG)
     assert get_stack("inductor").module_attribution == "compiler"
+
+
+def test_a_global_function_in_the_module_stack_is_not_a_module_path():
+    """dynamo can list a module-level function as a module (G['...'].fn); its nodes take the
+    innermost module reached from the root instead, or their neighbours' when there is none."""
+    from porter.targets.inductor_attribution import innermost_path
+
+    g = "G['__import_transformers_dot_models_dot_llama_dot_modeling_llama'].apply_rotary_pos_emb"
+    layer = "L['self'].model.layers[0].self_attn"
+    assert innermost_path({"a": (layer, object), "b": (g, object)}) == "model/layers/0/self_attn"
+    assert innermost_path({"b": (g, object)}) is None
+    assert innermost_path({"a": (layer, object)}) == "model/layers/0/self_attn"
