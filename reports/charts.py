@@ -23,7 +23,7 @@ ROW = 22
 LABEL_W = 260
 VALUE_W = 80
 WIDTH = 900
-MAX_LABEL = 40
+MAX_LABEL = 32  # characters: at 12 px system-ui up to ~7.4 px each, inside LABEL_W
 
 Fmt = Callable[[float], str]
 

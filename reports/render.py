@@ -66,6 +66,16 @@ def html_breakable(v: Any) -> Markup:
     return Markup(text)
 
 
+def html_shapes(v: Any) -> Markup:
+    """Input shapes, escaped, that wrap only between tensors: one tensor never splits over lines."""
+    return Markup(str(Markup.escape(elide(str(v)))).replace("],", "],<wbr>"))
+
+
+def unprefixed(text: str, prefix: str) -> str:
+    """`text` without a leading `prefix` (a card's detail line under a value that already says it)."""
+    return text[len(prefix):].lstrip(" :,") if prefix and text.startswith(prefix) and text != prefix else text
+
+
 def signed_us(us: float | None) -> str:
     """A gap with its sign: '+1.20 ms' (target slower), '-3.00 us' (target faster)."""
     text = fmt_us(us)
@@ -106,7 +116,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(
         us=fmt_us, ratio=fmt_ratio, pct=fmt_pct, sci=fmt_sci, days=lambda e: fmt_days(*e),
-        mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, gap=signed_us, plain=plain_name,
+        mdtext=md_text, code=md_code, v=_sort_key, brk=html_breakable, shapes=html_shapes, unprefixed=unprefixed, gap=signed_us, plain=plain_name,
         plainfix=plain_fix,
     )
     return env

@@ -119,8 +119,9 @@ def summary_points(m: ReportModel) -> list[Point]:
         others = len(fixes) - len(chosen)
         rest = (f" {others} more apply as alternatives or headroom, not summed (listed in the fix plan)."
                 if others else "")
-        points.append(Point("What remains", (f"{len(fixes)} ranked time fixes; the plan sums {plan_ranks(m)}: {listed}."
-                                             if chosen else f"{len(fixes)} ranked time fixes, none closing a measured gap.")
+        ranked = f"{len(fixes)} ranked time fix{'es' if len(fixes) != 1 else ''}"
+        points.append(Point("What remains", (f"{ranked}; the plan sums {plan_ranks(m)}: {listed}."
+                                             if chosen else f"{ranked}, none closing a measured gap.")
                             + rest))
         points.append(Point("What it costs", provisional_prefix(m) + (
             f"About {fmt_days(*m.effort_days)} of engineering for the plan ({plan_ranks(m)}): the sum of its fixes' "
@@ -279,10 +280,20 @@ def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[Tim
     return losses, wins
 
 
+PLAIN_NAME_CHARS = 36  # a module kind this short is shown whole on the leadership page
+
+
 def plain_name(key: str, parts: int = 2) -> str:
-    """A module path's last scopes ('BertAttention/BertSdpaSelfAttention'): what a reader recognises."""
-    named = [p for p in key.split("/") if p and p != "*"]  # 'blocks/*/attn' -> 'blocks/attn'
-    return "/".join(named[-parts:]) if named else "(no module)"
+    """A module path's last `parts` named scopes, what a reader recognises, written as every other
+    view writes the kind ('blocks/*/attn' stays as it is; a longer path reads '.../Qwen2MLP/Linear')."""
+    if len(key) <= PLAIN_NAME_CHARS and key.strip("/*"):
+        return key.strip("/") or "(no module)"
+    scopes = [p for p in key.split("/") if p]
+    named = [i for i, p in enumerate(scopes) if p != "*"]
+    if not named:
+        return "(no module)"
+    start = named[-parts] if len(named) >= parts else named[0]
+    return ("\u2026/" if start > 0 else "") + "/".join(scopes[start:])
 
 
 def not_measured(m: ReportModel) -> list[str]:

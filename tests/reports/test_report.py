@@ -244,6 +244,7 @@ def ranked_fix_records(diag: Path) -> list[dict]:
 @pytest.mark.corpus
 def test_fix_plan_shows_ranked_fixes_and_counts_each_group_once(qwen, tmp_path):
     from porter.analysis.plan import plan_fixes
+    from reports.findings import fix_where
 
     fixes, plan = plan_fixes(ranked_fix_records(qwen))
     d = json.loads((qwen / "diagnosis.json").read_text())
@@ -254,7 +255,9 @@ def test_fix_plan_shows_ranked_fixes_and_counts_each_group_once(qwen, tmp_path):
     table = page.tables["t-fixes"]
     head = [c[0] for c in table[0]]
     body = [r for r in table[1:] if r[0][0] != ""]  # the tfoot row has an empty first cell
-    assert all(r[head.index("Fix")][0].startswith(f["title"]) for r, f in zip(body, fixes, strict=True))
+    fix_col = head.index("Fix and where")  # the catalogue's title, its marker, then where it applies
+    assert all(r[fix_col][0].startswith(f["catalogue_title"]) and fix_where(f)[:20] in r[fix_col][0]
+               for r, f in zip(body, fixes, strict=True))
     perf = [f for f in fixes if f["kind"] == "perf"]
     assert [float(r[head.index("Closes gap")][1]) for r in body[: len(perf)]] == [f["closes_gap_us"] for f in perf]
     seen, total, ranks = set(), 0.0, []  # fixes are alternatives per group: the best-ranked one that closes a gap counts

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from _diagnoses import chromium, live_transformer_diagnosis, qwen_trace_diagnosis, real_kernel_names
+from conftest import run_porter
 from test_report import INJECTED, hostile_diagnosis, parse_html
 
 from porter.core.units import fmt_ratio
@@ -22,6 +23,7 @@ from reports.build import write_reports
 
 DOCS_SHOT = Path(__file__).resolve().parents[2] / "docs" / "report-screenshot.png"
 FIRST_SCREEN = (1280, 1000)  # what a reader sees on opening the report, the README's screenshot
+FIT_WIDTHS = (1280, 1400)  # a laptop and a common desktop browser window, in CSS px
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -135,3 +137,64 @@ def test_leadership_summary_prints_on_one_page(tmp_path_factory):
         assert heading in text
     assert printed_pages(diag / "report.html", tmp / "profile", tmp / "report.pdf") > 1  # the count is real
 
+
+
+# Loads a page into an iframe of a given width and writes what overflows it: the page's own
+# scrollWidth against its viewport, the outermost elements past the right edge, and every
+# scroll container whose content is wider than the container (a table scrolling sideways).
+FIT_PROBE = """<!doctype html><html><body style="margin:0"><iframe id="f" style="border:0;height:900px"></iframe>
+<div id="fit"></div><script>
+var q = new URLSearchParams(location.search), f = document.getElementById("f");
+f.style.width = q.get("w") + "px"; f.src = q.get("page");
+f.onload = function () {
+  var d = f.contentDocument, vw = d.documentElement.clientWidth, past = [], sideways = [];
+  var name = function (el) { return el.tagName.toLowerCase() + (el.id ? "#" + el.id : ""); };
+  d.querySelectorAll("body *").forEach(function (el) {
+    var up = el.parentElement;
+    if (el.getBoundingClientRect().right > vw + 0.5 && !(up && up.getBoundingClientRect().right > vw + 0.5)) past.push(name(el));
+    if (getComputedStyle(el).overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1)
+      sideways.push(name(el) + ">" + (el.firstElementChild ? name(el.firstElementChild) : ""));
+  });
+  document.getElementById("fit").textContent = JSON.stringify(
+    {viewport: vw, scroll_width: d.documentElement.scrollWidth, past: past, sideways: sideways});
+};
+</script></body></html>"""
+
+
+def fit(page: Path, width: int, probe_dir: Path) -> dict:
+    """What of `page` overflows a `width`-px window, measured by headless Chromium."""
+    probe = probe_dir / "fit.html"
+    probe.write_text(FIT_PROBE)
+    url = f"{probe.resolve().as_uri()}?w={width}&page={page.resolve().as_uri()}"
+    proc = subprocess.run([chromium(), *FLAGS, "--allow-file-access-from-files", f"--user-data-dir={probe_dir / 'profile'}",
+                           "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r'<div id="fit">(.*?)</div>', proc.stdout, re.S)
+    assert m and m.group(1), f"the fit probe did not run on {page}"
+    return json.loads(m.group(1).replace("&amp;", "&").replace("&quot;", '"'))
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_the_demo_a_corpus_pair_and_the_ops_and_bench_pages_fit_1280_and_1400_px(tmp_path_factory):
+    """No page scrolls sideways and no table inside one does, at either width (the op-shape table
+    ran 280 px past a 1400 px window; its Module kinds column was off-screen)."""
+    from tests.bench_support import HISTORY
+
+    work = tmp_path_factory.mktemp("fit")
+    ops = run_porter("ops", "transformer", "--on", "xla", "-o", str(work / "ops"))
+    assert ops.returncode == 0, ops.stderr[-2000:]
+    db = str(work / "bench.sqlite")  # the recorded real bench history, imported and rendered
+    assert run_porter("bench", "import", *map(str, sorted(HISTORY.glob("*.parquet"))), "--db", db).returncode == 0
+    rendered = run_porter("bench", "report", "--db", db, "-o", str(work / "bench"))
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    pages = {
+        "demo": live_transformer_diagnosis(tmp_path_factory) / "report.html",
+        "corpus pair": qwen_trace_diagnosis(tmp_path_factory) / "report.html",
+        "ops": work / "ops" / "ops.html",
+        "bench": work / "bench" / "bench.html",
+    }
+    found = {(what, w): fit(page, w, work) for what, page in pages.items() for w in FIT_WIDTHS}
+    for (what, w), f in found.items():
+        assert f["viewport"] > w - 40, (what, w, f)  # the window is as wide as asked (less a scrollbar)
+    assert {k: f for k, f in found.items() if f["scroll_width"] > f["viewport"] or f["past"] or f["sideways"]} == {}
