@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from porter.cli import cmd_bench, cmd_capture, cmd_diagnose, cmd_ingest, cmd_ops, cmd_tune, console, process
+from porter.cli import cmd_bench, cmd_capture, cmd_diagnose, cmd_export, cmd_ingest, cmd_ops, cmd_tune, console, process
 from porter.cli import params as cli_params
 
 process.flag_type_hidden()
@@ -50,7 +50,7 @@ def options(ctx: typer.Context,
 
 # `porter --help` lists the commands in this order.
 for command in (cmd_ingest.ingest, cmd_ingest.show, cmd_diagnose.diagnose, cmd_capture.capture, cmd_capture.models,
-                cmd_capture.targets, cmd_diagnose.report):
+                cmd_capture.targets, cmd_diagnose.report, cmd_export.export):
     app.command()(command)
 
 bench_app = typer.Typer(

@@ -31,6 +31,7 @@ def diagnose(
     confirm: int = typer.Option(5, "--confirm", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); the summary and the fix plan then rank confirmed gaps. 0: off."),
     with_tune: bool = typer.Option(False, "--tune", help="Live pair: after the diagnosis, try the fix plan's recipes on the target (porter tune, into DIR/tune/) and carry each measured recovery into the fix plan and the reports (a Tried section)."),
     tune_budget: float = typer.Option(180.0, "--tune-budget", help="With --tune: seconds for the tune, compiles included."),
+    with_perfetto: bool = typer.Option(False, "--perfetto", help="Also write DIR/pair.pftrace: both runs on one Perfetto timeline, each matched group linked by a flow (as `porter export DIR`)."),
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
@@ -78,6 +79,7 @@ def diagnose(
     except PorterError as exc:
         fail(exc)
     tuned = _tune_after(dest.parent, tune_budget, catalogue, not no_report) if with_tune else None
+    timeline = _timeline_after(dest.parent) if with_perfetto else None
     if as_json:
         sys.stdout.write(dest.read_text())
         return
@@ -89,9 +91,20 @@ def diagnose(
 
         out.print("tried on the target (porter tune):", highlight=False, markup=False)
         show(tuned, dest.parent / "tune")
-    wrote = "wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
+    wrote = ("wrote diagnosis.json" + (", report.html, report.md, summary.md, summary.html" if not no_report else "")
+             + (f", {timeline.path.name}" if timeline is not None else ""))
     out.print(f"{wrote} in", highlight=False, markup=False)
     out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _timeline_after(folder: Path):
+    """diagnose --perfetto: the pair's timeline beside diagnosis.json (porter.pipeline.timeline)."""
+    from porter.pipeline.timeline import PAIR_TIMELINE, export_diagnosis
+
+    try:
+        return export_diagnosis(folder, folder / PAIR_TIMELINE)
+    except PorterError as exc:
+        fail(exc)
 
 
 def _tune_after(folder: Path, budget: float, catalogue: Optional[Path], report: bool) -> dict:

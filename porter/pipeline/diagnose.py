@@ -41,6 +41,7 @@ from porter.pipeline.confirmation import apply_confirmed, confirm_block
 from porter.runtime.policy import WARMUP
 from porter.pipeline.document import DIAGNOSIS, Document, records, to_json, write_json
 from porter.pipeline.result import STEP_TABLES, Diagnosis, Pair, model_fingerprint
+from porter.pipeline.timeline import PAIR_TIMELINE
 
 __all__ = ["DIAGNOSIS", "LIVE_OPTIONS", "Diagnosis", "Pair", "analyse", "diagnose", "diagnose_specs", "live_pair",
            "refuse_unrelated_pair", "to_json"]
@@ -295,6 +296,7 @@ def finish(doc: Document, report: bool, progress: Progress, t0: float) -> Path:
 
     total = lambda: time.perf_counter() - t0 + doc.seconds.get("read", 0.0)  # noqa: E731
     remove_reports(doc.path.parent)
+    (doc.path.parent / PAIR_TIMELINE).unlink(missing_ok=True)  # an earlier run's timeline; --perfetto writes anew
     if report:
         progress("writing reports")
         t2 = time.perf_counter()
