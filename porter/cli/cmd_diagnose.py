@@ -17,8 +17,8 @@ from porter.runtime.policy import WARMUP
 
 def diagnose(
     model: Optional[str] = typer.Argument(None, help="Model to capture when --from/--to name targets (zoo name or pkg.mod:factory; default: transformer)."),
-    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, or a target like cpu (captured now)."),
-    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, or a target like xla (captured now)."),
+    src: str = typer.Option(..., "--from", help="Source run: a bundle directory, a trace file, a multi-rank job (a directory of one trace per rank, or its job bundle), or a target like cpu (captured now)."),
+    tgt: str = typer.Option(..., "--to", help="Target run: a bundle directory, a trace file, a multi-rank job (ranks pair by id with the source's), or a target like xla (captured now)."),
     out_dir: Path = typer.Option(Path("diagnosis"), "-o", "--out", help="Directory for diagnosis.json and the two bundles."),
     oracle: Optional[str] = typer.Option(None, "--oracle", help="Accuracy oracle for live captures: fp64 (the model in float64 on the CPU)."),
     as_json: bool = typer.Option(False, "--json", help="Print diagnosis.json instead of the summary."),
@@ -40,10 +40,15 @@ def diagnose(
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
-    porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/
+    porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/ ;
+    porter diagnose --from nccl_job/ --to rccl_job/ -o diag/ (job.json, job.md, one diagnosis per rank)
     """
+    from porter.core.jobranks import is_job_path
     from porter.pipeline.preflight import check_inputs
 
+    jobs = [is_job_path(src), is_job_path(tgt)]
+    if any(jobs):
+        return _diagnose_jobs(src, tgt, jobs, out_dir, catalogue, no_report, as_json, model)
     try:
         check_inputs(src, tgt, model)  # every typo said at once, before torch, jax or the tables load
         if oracle not in (None, "fp64"):
@@ -95,6 +100,42 @@ def diagnose(
              + (f", {timeline.path.name}" if timeline is not None else ""))
     out.print(f"{wrote} in", highlight=False, markup=False)
     out.print(f"  {dest.parent}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _diagnose_jobs(src: str, tgt: str, jobs: list[bool], out_dir: Path, catalogue: Optional[Path], no_report: bool,
+                   as_json: bool, model: Optional[str]) -> None:
+    """Two multi-rank jobs (directories of rank traces, or job bundles): ranks paired by id."""
+    import shlex
+
+    try:
+        if not all(jobs):
+            job, one = (src, tgt) if jobs[0] else (tgt, src)
+            raise PorterError(f"{job} is a multi-rank job and {one} is one run: a job diagnoses against a job",
+                              hint="pass the other job's directory too, or one rank's trace on each side")
+        if model is not None:
+            raise PorterError("a job pair is diagnosed from its recorded traces: no MODEL", hint=f"drop {model!r}")
+    except PorterError as exc:
+        fail(exc)
+    imports_settled()
+    from porter.analysis.fixplan import catalogue_from
+    from porter.pipeline.jobpair import JOB_STAGES, diagnose_jobs, job_lines
+
+    command = "porter " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
+    try:
+        with stage_progress("diagnosing the job", JOB_STAGES) as progress:
+            dest = diagnose_jobs(Path(src), Path(tgt), out_dir, catalogue=catalogue_from(catalogue),
+                                 report=not no_report, progress=progress, command=command)
+    except PorterError as exc:
+        fail(exc)
+    if as_json:
+        sys.stdout.write(dest.read_text())
+        return
+    import json
+
+    for line in job_lines(json.loads(dest.read_text())):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print(f"wrote job.json, job.md and one diagnosis per rank (rank-N/) in\n  {dest.parent}", highlight=False,
+              markup=False, soft_wrap=True)
 
 
 def _timeline_after(folder: Path):

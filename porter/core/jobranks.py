@@ -131,3 +131,20 @@ def check_job(files: Sequence[RankFile], where: Path | None = None) -> JobRanks:
 
 def _span(steps: Sequence[int]) -> str:
     return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
+
+
+def is_job_path(path: str | Path) -> bool:
+    """A job, by its shape on disk, without reading a trace: a job bundle (manifest kind "job"),
+    or a directory of traces that is neither a bundle nor a diagnosis."""
+    import json
+
+    p = Path(path)
+    if not p.is_dir():
+        return False
+    manifest = p / "manifest.json"
+    if manifest.is_file():
+        try:
+            return json.loads(manifest.read_text()).get("kind") == "job"
+        except (OSError, ValueError, AttributeError):
+            return False
+    return not (p / "diagnosis.json").is_file()

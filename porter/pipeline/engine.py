@@ -7,6 +7,7 @@ Every engine returns the results in the tasks' order, so the job's tables are th
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Callable, Sequence, TypeVar
 
@@ -15,6 +16,7 @@ from porter.core.errors import PorterError
 T = TypeVar("T")
 R = TypeVar("R")
 ENGINES = ("local", "serial", "ray")
+OBJECT_STORE_BYTES = 256 * 1024**2  # a local Ray instance's object store: results are per-rank summaries
 
 
 def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], engine: str = "local", address: str | None = None,
@@ -44,10 +46,14 @@ def _on_ray(fn: Callable[[T], R], tasks: Sequence[T], address: str | None, worke
         raise PorterError("--engine ray needs ray", hint="pip install 'porter[distributed]'") from None
     started = not ray.is_initialized()
     if started:
+        # Ray's own start-up lines (token set-up, "Started a local Ray instance") stay out of
+        # porter's output: errors only. Summaries are kilobytes, so a small object store does.
+        quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
         if address:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False,
+                     object_store_memory=OBJECT_STORE_BYTES, **quiet)
     try:
         remote = ray.remote(fn)
         try:

@@ -5,6 +5,7 @@ refused in one line with nothing written."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -125,3 +126,42 @@ def test_unknown_engine_is_one_line():
     done = run_porter("show", str(JOB), "--by", "rank", "--engine", "dask")
     assert done.returncode == 2 and "--engine must be one of local, serial, ray" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# Ray: a real local instance (ray.init with two CPUs), started by each call as `--engine ray` does.
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="--engine ray needs ray: pip install 'porter[distributed]' (the test command installs it)")
+
+
+@needs_ray
+def test_ray_gives_the_serial_view_and_the_same_job_bundle(tmp_path, dlrm):
+    assert view_job(JOB, engine="ray", workers=2)[1] == dlrm[1]
+    dest, job = ingest_job(JOB, tmp_path / "ray", engine="ray", workers=2)
+    serial, _ = ingest_job(JOB, tmp_path / "serial", engine="serial")
+    import pandas as pd
+
+    for r in range(8):  # each rank's bundle as its Ray worker wrote it, table for table
+        for table in ("ops.parquet", "kernels.parquet"):
+            pd.testing.assert_frame_equal(pd.read_parquet(dest / f"rank-{r}" / table),
+                                          pd.read_parquet(serial / f"rank-{r}" / table))
+    assert job.world_size == 8
+
+
+@needs_ray
+def test_ray_from_the_cli_prints_what_the_default_engine_prints_and_nothing_of_rays(tmp_path):
+    local = run_porter("show", str(JOB), "--by", "rank")
+    on_ray = run_porter("show", str(JOB), "--by", "rank", "--engine", "ray")
+    assert on_ray.returncode == local.returncode == 0, on_ray.stderr
+    assert on_ray.stdout == local.stdout and "straggler (*): rank 7" in on_ray.stdout
+    assert on_ray.stderr == ""  # Ray's start-up lines stay out of porter's output
+
+
+@needs_ray
+def test_a_truncated_rank_on_ray_is_the_readers_one_line(tmp_path):
+    d = _job_dir(tmp_path, _ranks(*range(8)))
+    data = gzip.decompress((d / "rank-2.json.gz").read_bytes())
+    (d / "rank-2.json.gz").write_bytes(gzip.compress(data[: len(data) // 3]))
+    done = run_porter("ingest", str(d), "-o", str(tmp_path / "out"), "--engine", "ray")
+    assert done.returncode == 2 and "rank-2.json.gz" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not any((tmp_path / "out").iterdir())
