@@ -103,6 +103,13 @@ def cast_model(spec: Any, dtype: str) -> Any:
     dt = DTYPES[dtype]
     if spec.dtype == dt:
         return spec
+    if spec.program is not None:  # a JAX program: its floating parameters and inputs, in jax
+        import dataclasses
+
+        from porter.capture.models import jaxprog
+
+        program = jaxprog.cast(spec.program, str(dt).replace("torch.", ""))
+        return dataclasses.replace(spec, program=program, example_inputs=tuple(program.inputs), dtype=dt)
     module = copy.deepcopy(spec.module).to(dt).eval()
     return ModelSpec(spec.name, module, tuple(cast_tree(tuple(spec.example_inputs), dt)), dt, spec.fingerprint,
                      spec.source)

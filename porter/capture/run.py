@@ -20,7 +20,6 @@ and its first input under INPUT_KEY.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,6 +153,9 @@ def capture(model_ref: str | ModelSpec, target: str, dest: Path, opts: CaptureOp
     spec, stack = resolve(target)
     stack.availability(spec.device).raise_if_missing(spec.text)
     model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
+    if model.program is not None and stack.name != "xla":
+        raise PorterError(f"{model.name} is a JAX program: it runs on XLA, not on the {stack.name} stack",
+                          hint=f"capture it with --on xla (or {spec.device}:xla)")
     model, precision = _precision(model, stack, spec, opts)
     device = stack.resolve_device(spec.device)
     with third_party_output() as native:  # Kineto's USDT lines, JAX's warnings: into the bundle's log
@@ -216,7 +218,8 @@ def _run(model: ModelSpec, spec: Any, stack: Stack, device: str, dest: Path, opt
             progress("per-module activations (unprofiled forward)")
             acts = stack.module_activations(prepared, tuple(opts.full_modules))
             act_info = {"captured": True, "native_module_outputs": stack.native_module_outputs,
-                        **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0], tuple(opts.full_modules))}
+                        **save_activations(tmp / ACTIVATIONS, acts, final, model.example_inputs[0] if model.example_inputs else None,
+                                         tuple(opts.full_modules))}
 
         progress(f"timing {opts.repeats} forwards ({'process CPU time' if policy.clock == 'cpu' else 'wall time'})")
         timing = time_steps(lambda: stack.run(prepared), opts.warmup, opts.repeats, policy.clock)

@@ -145,6 +145,12 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
 
         check_available(live)
         model_spec = load_model(model or DEFAULT_MODEL)
+        if model_spec.program is not None:
+            from porter.core.errors import PorterError
+
+            raise PorterError(f"{model_spec.name} is a JAX program: porter diagnoses it from two captures, not live yet",
+                              hint=f"porter capture {model} --on xla -o A, again with the other configuration "
+                                   "(e.g. --dtype bf16) -o B, then porter diagnose --from A --to B")
     elif model is not None:
         from porter.capture.models import load_model
 

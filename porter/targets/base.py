@@ -360,6 +360,8 @@ class Stack(abc.ABC):
 
     def first_run_impl(self, prepared: Prepared) -> Any:
         """Default: a forward with tracking hooks on the torch module (no ranges)."""
+        if prepared.model.module is None:  # a JAX program: no torch modules to hook
+            return self.run(prepared)
         tracker = ModuleTracker()
         prepared.info["_tracker"] = tracker
         with module_hooks(prepared.model.module, tracker=tracker):
@@ -367,6 +369,8 @@ class Stack(abc.ABC):
 
     def describe_failure_impl(self, prepared: Prepared, exc: BaseException) -> CaptureFailure:
         tracker = prepared.info.pop("_tracker", None)
+        if prepared.model.module is None:
+            return CaptureFailure(f"{prepared.model.name} failed on {self.name}: {type(exc).__name__}: {exc}")
         return describe_failure(exc, prepared.model.module, self.name,
                                 tracked_module=tracker.failed_in if tracker else None,
                                 tracked_op=getattr(tracker, "failed_op", ""))

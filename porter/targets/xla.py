@@ -174,6 +174,10 @@ class XlaStack(Stack):
 
         from porter.targets.torchax_shim import REPORT, import_torchax
 
+        if getattr(model, "program", None) is not None:  # a JAX program: jitted as it is
+            from porter.targets import jax_program
+
+            return jax_program.prepare(self, model, _jax_device(device), device, settings)
         tx = import_torchax()
         env = tx.default_env()
         module = model.module.eval()
@@ -264,6 +268,10 @@ class XlaStack(Stack):
         from porter.targets.sketch import Summary, call_key, positions
 
         h = prepared.handle
+        if "program" in h:
+            from porter.targets import jax_program
+
+            return jax_program.activations(prepared, full_modules, _jax_sketch)
         module, fn, weights, env = h["module"], h["fn"], h["weights"], h["env"]
         acts = Activations(source="sketches computed inside a jitted copy of the program (XLA numerics)")
         meta: dict[str, tuple[list[int], str]] = {}

@@ -2,7 +2,8 @@
 
 A MODEL argument is a built-in name (``transformer``, ``cnn``, ``mlp``), or
 ``path/to/file.py:factory`` or ``package.module:factory``, where ``factory()`` returns
-``(torch.nn.Module, tuple_of_example_inputs)``. The fingerprint hashes the module's
+``(torch.nn.Module, tuple_of_example_inputs)``, or a JAX program (porter/capture/models/jaxprog.py:
+``(fn, (params, *inputs))`` or ``(flax.nnx.Module, inputs)``). The fingerprint hashes the module's
 structure (qualified names, classes, parameter shapes and dtypes) so later stages can
 refuse to compare bundles of different models.
 """
@@ -27,22 +28,41 @@ from porter.core.errors import PorterError
 @dataclass
 class ModelSpec:
     name: str
-    module: torch.nn.Module  # in eval mode
+    module: Any  # a torch.nn.Module in eval mode; None for a JAX program
     example_inputs: tuple[Any, ...]
     dtype: torch.dtype  # of the parameters (the model's compute dtype)
     fingerprint: str
     source: str = ""  # "builtin" or the factory reference
+    program: Any = None  # a porter.capture.models.jaxprog.JaxProgram (runs on the xla stack only)
 
     @property
     def param_count(self) -> int:
+        if self.program is not None:
+            from porter.capture.models.jaxprog import param_count
+
+            return param_count(self.program)
         return sum(p.numel() for p in self.module.parameters())
 
     def input_shapes(self) -> list[list[int]]:
-        return [list(x.shape) for x in self.example_inputs if isinstance(x, torch.Tensor)]
+        return [list(x.shape) for x in self.example_inputs if isinstance(x, torch.Tensor) or
+                (self.program is not None and hasattr(x, "shape"))]
 
     def module_paths(self) -> list[str]:
         """Every submodule's porter path ('blocks/0/attn'), root excluded."""
+        if self.program is not None:
+            return list(self.program.module_paths)
         return [n.replace(".", "/") for n, _ in self.module.named_modules() if n]
+
+
+TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def program_spec(name: str, program: Any, source: str) -> ModelSpec:
+    """A ModelSpec for a JAX program (porter.capture.models.jaxprog)."""
+    from porter.capture.models import jaxprog
+
+    dtype = TORCH_DTYPES.get(jaxprog.compute_dtype(program), torch.float32)
+    return ModelSpec(name, None, tuple(program.inputs), dtype, jaxprog.fingerprint(program), source, program)
 
 
 def fingerprint(module: torch.nn.Module) -> str:
@@ -130,6 +150,10 @@ def from_factory(name: str, factory: Callable[[], Any], source: str) -> ModelSpe
         )
     module, inputs = made
     if not isinstance(module, torch.nn.Module):
+        from porter.capture.models import jaxprog
+
+        if jaxprog.looks_like_jax(module):
+            return program_spec(name, jaxprog.from_made(module, inputs, source), source)
         raise PorterError(f"model factory {source} returned {type(module).__name__} as the model, not a torch.nn.Module")
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)

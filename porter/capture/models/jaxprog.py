@@ -1,0 +1,205 @@
+"""JAX programs as MODEL: what a factory may return besides a torch module, made one shape.
+
+A factory may return
+
+* ``(fn, (params, *inputs))``: a function JAX can jit, called ``fn(params, *inputs)``; its
+  modules are the ``jax.named_scope`` scopes it opens (HLO op_name metadata carries them to
+  the trace, and profilers/xla_hlo.py reads them as module paths);
+* ``(module, (*inputs,))`` with a Flax NNX module: split into its graph and state, run as
+  ``merge(graph, state)(*inputs)``; each submodule's call is wrapped in a
+  ``porter.module:<path>`` scope while tracing, so its ops carry the module tree's path
+  (``blocks/0/attn``), as a torch module's do.
+
+Both run on the xla stack (porter/targets/jax_program.py) through the same capture workflow,
+bundle, timing and profiler as a torch model there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from porter.core.errors import PorterError
+from porter.core.tags import module_path, module_scope
+
+OnOutput = Callable[[str, Any], None]  # (porter module path, the module's output) while tracing
+
+
+@dataclass
+class JaxProgram:
+    """A JAX program porter runs: pure ``call(params, inputs, on_output)``."""
+
+    kind: str  # "function" or "nnx"
+    params: Any  # pytree of arrays: the weights (traced as the program's first argument)
+    inputs: tuple[Any, ...]
+    run: Callable[[Any, tuple[Any, ...], OnOutput | None], Any]
+    module_paths: tuple[str, ...] = ()  # porter paths, root excluded; () for a function (scopes known after tracing)
+    classes: tuple[str, ...] = field(default=())  # the module classes (the fingerprint's structure)
+
+    def call(self, params: Any, inputs: tuple[Any, ...], on_output: OnOutput | None = None) -> Any:
+        return self.run(params, inputs, on_output)
+
+
+def _home(obj: Any) -> str:
+    """The library a model's class comes from, by its bases ('flax' for a user's nnx.Module)."""
+    homes = [c.__module__.split(".")[0] for c in type(obj).__mro__]
+    return next((h for h in homes if h in ("flax", "equinox")), homes[0])
+
+
+def looks_like_jax(obj: Any) -> bool:
+    """Whether a factory's model is a JAX program, by its class's home, before importing jax."""
+    return _home(obj) in ("flax", "equinox", "jax", "jaxlib") or (callable(obj) and not _is_torch_module(obj))
+
+
+def _is_torch_module(obj: Any) -> bool:
+    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(obj).__mro__)
+
+
+def from_made(model: Any, args: Any, source: str) -> JaxProgram:
+    """The factory's (model, args) as a JaxProgram, or a one-line error saying what it must be."""
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    home = _home(model)
+    if home == "flax":
+        return _nnx(model, tuple(args), source)
+    if home == "equinox":
+        raise PorterError(f"model factory {source} returned an Equinox module: not supported yet",
+                          hint="return (fn, (params, *inputs)) with fn(params, *inputs) calling it, e.g. "
+                               "eqx.partition the model into params and a static part")
+    if not callable(model):
+        raise PorterError(f"model factory {source} returned {type(model).__name__} as the model: not a torch.nn.Module, "
+                          "a Flax NNX module or a function")
+    if len(args) < 1:
+        raise PorterError(f"model factory {source} returned a function with no arguments",
+                          hint="return (fn, (params, *inputs)): porter calls fn(params, *inputs)")
+    _check_arrays(args, source)
+    fn = model
+
+    def run(params: Any, inputs: tuple[Any, ...], on_output: OnOutput | None) -> Any:
+        return fn(params, *inputs)  # the user's named scopes are the modules (no porter tag: none is needed)
+
+    return JaxProgram("function", args[0], tuple(args[1:]), run)
+
+
+def _check_arrays(args: tuple[Any, ...], source: str) -> None:
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(args)
+    if not any(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves):
+        raise PorterError(f"model factory {source} returned arguments with no arrays",
+                          hint="return (fn, (params, *inputs)) with jax or numpy arrays")
+
+
+def _nnx(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
+    from flax import nnx
+
+    if not isinstance(model, nnx.Module):
+        raise PorterError(f"model factory {source} returned a {type(model).__name__} from flax: porter takes Flax NNX "
+                          "modules (flax.nnx.Module)", hint="linen: return (fn, (variables, *inputs)) with "
+                                                             "fn = lambda v, *x: module.apply(v, *x)")
+    _check_arrays(inputs, source)
+    graphdef, state = nnx.split(model)
+    paths = tuple(module_path(_qualified(p)) for p, node in nnx.iter_graph(model)
+                  if p and isinstance(node, nnx.Module) and callable(node))  # a module, not a container (nnx.List)
+    classes = tuple(sorted({f"{type(n).__module__}.{type(n).__qualname__}" for _, n in nnx.iter_graph(model)
+                            if isinstance(n, nnx.Module)}))
+
+    def run(params: Any, args: tuple[Any, ...], on_output: OnOutput | None) -> Any:
+        import jax
+
+        merged = nnx.merge(graphdef, params)
+        with jax.named_scope(module_scope("")), nnx_scopes(merged, on_output):
+            return merged(*args)
+
+    return JaxProgram("nnx", state, inputs, run, paths, classes)
+
+
+def _qualified(path: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in path)
+
+
+@contextlib.contextmanager
+def nnx_scopes(root: Any, on_output: OnOutput | None = None) -> Iterator[None]:
+    """While root's forward is traced: each submodule's __call__ inside a jax.named_scope of its
+    porter tag, and on_output(path, output) after it (the hooks torch modules get). The classes'
+    __call__ are patched where they are defined and put back on exit; a module called again
+    (shared weights) keeps its first path."""
+    import jax
+    from flax import nnx
+
+    paths = {id(node): _qualified(p) for p, node in nnx.iter_graph(root) if p and isinstance(node, nnx.Module)}
+    owners: dict[type, Any] = {}
+    for _, node in nnx.iter_graph(root):
+        if not isinstance(node, nnx.Module):
+            continue
+        owner = next((c for c in type(node).__mro__ if "__call__" in c.__dict__), None)
+        if owner is not None and owner not in owners and owner is not object:
+            owners[owner] = owner.__dict__["__call__"]
+
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            name = paths.get(id(self))
+            if name is None:
+                return original(self, *args, **kwargs)
+            with jax.named_scope(module_scope(name)):
+                out = original(self, *args, **kwargs)
+            if on_output is not None:
+                on_output(module_path(name), out)
+            return out
+
+        return call
+
+    try:
+        for owner, original in owners.items():
+            setattr(owner, "__call__", wrap(original))
+        yield
+    finally:
+        for owner, original in owners.items():
+            setattr(owner, "__call__", original)
+
+
+def fingerprint(program: JaxProgram) -> str:
+    """Hash of structure: kind, module classes, parameter paths, shapes and dtypes (not values)."""
+    import jax
+
+    h = hashlib.sha256(f"{program.kind}\n".encode())
+    for c in program.classes:
+        h.update(f"c {c}\n".encode())
+    for path, leaf in jax.tree_util.tree_flatten_with_path(program.params)[0]:
+        h.update(f"t {jax.tree_util.keystr(path)} {tuple(getattr(leaf, 'shape', ()))} {getattr(leaf, 'dtype', '')}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def param_count(program: JaxProgram) -> int:
+    import jax
+
+    return int(sum(getattr(x, "size", 0) for x in jax.tree_util.tree_leaves(program.params)))
+
+
+def compute_dtype(program: JaxProgram) -> str:
+    """The first floating parameter's dtype name ('float32'), else float32."""
+    import jax
+    import jax.numpy as jnp
+
+    for x in jax.tree_util.tree_leaves(program.params):
+        if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.dtype(x.dtype).name
+    return "float32"
+
+
+def cast(program: JaxProgram, dtype_name: str) -> JaxProgram:
+    """The program with its floating parameters and inputs in dtype_name (a precision port)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    dt = jnp.dtype(dtype_name)
+
+    def one(x: Any) -> Any:
+        return x.astype(dt) if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return dataclasses.replace(program, params=jax.tree_util.tree_map(one, program.params),
+                               inputs=tuple(jax.tree_util.tree_map(one, program.inputs)))

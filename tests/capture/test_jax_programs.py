@@ -1,0 +1,88 @@
+"""JAX programs as MODEL (porter/capture/models/jaxprog.py): a plain jax.numpy function whose
+modules are its named scopes, and a Flax NNX transformer whose modules are its module tree,
+captured on XLA by the real CLI and diagnosed between two XLA configurations (fp32 -> bf16)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_porter
+
+MODELS = REPO / "tests" / "models" / "jax_programs.py"
+needs_flax = pytest.mark.skipif(importlib.util.find_spec("flax") is None,
+                                reason="flax is not installed (the test command installs it)")
+
+
+def capture(tmp: Path, factory: str, *extra: str) -> Path:
+    out = tmp / (factory + "".join(extra).replace("-", "_"))
+    r = run_porter("capture", f"{MODELS}:{factory}", "--on", "xla", *extra, "-o", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def module_time(bundle: Path) -> pd.Series:
+    ops = pd.read_parquet(bundle / "ops.parquet")
+    return ops.groupby("module")["device_us"].sum()
+
+
+@pytest.mark.slow
+def test_a_jax_function_is_captured_with_its_named_scopes_as_modules_and_diagnosed_fp32_to_bf16(tmp_path):
+    fp32, bf16 = capture(tmp_path, "mlp"), capture(tmp_path, "mlp", "--dtype", "bf16")
+    manifest = json.loads((fp32 / "manifest.json").read_text())
+    assert manifest["target"]["stack"] == "xla" and manifest["stack_info"]["program"] == "function"
+    assert manifest["model"]["params"] == 256 * 1024 * 2 + 1024 + 256 and manifest["model"]["input_shapes"] == [[64, 256]]
+    t = module_time(fp32)
+    scoped = {"mlp/fc1", "mlp/act", "mlp/fc2", "head"}
+    assert scoped <= set(t.index) and t[list(scoped)].sum() / t.sum() > 0.95
+    assert t["mlp/fc1"] > t["mlp/act"] and t["mlp/fc2"] > t["head"]  # the matmuls outweigh the elementwise ops
+    assert json.loads((bf16 / "manifest.json").read_text())["precision"]["dtype"] == "bf16"
+    d = run_porter("diagnose", "--from", str(fp32), "--to", str(bf16), "-o", str(tmp_path / "d"))
+    assert d.returncode == 0, d.stderr[-3000:]
+    doc = json.loads((tmp_path / "d" / "diagnosis.json").read_text())
+    keys = {r["key"] for r in doc["by_module"] if r["source_us"] > 0 and r["target_us"] > 0}
+    assert scoped <= keys
+    acc = doc["accuracy"]
+    (out,) = [m for m in acc["modules"] if m["module"] == ""]  # the model output, in full (a function has no module outputs)
+    assert acc["dtype"] == "bf16" and 0 < out["propagated_rel_l2"] < acc["tolerance"] and out["sampled"] == out["numel"]
+
+
+@needs_flax
+@pytest.mark.slow
+def test_a_flax_nnx_transformer_runs_with_its_module_tree_and_per_module_accuracy(tmp_path):
+    import jax
+    from flax import nnx
+
+    import tests.models.jax_programs as jp
+
+    model, _ = jp.nnx_transformer()
+    params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(model)))
+    tree = {"/".join(map(str, p)) for p, n in nnx.iter_graph(model) if p and isinstance(n, nnx.Module) and callable(n)}
+    fp32, bf16 = capture(tmp_path, "nnx_transformer"), capture(tmp_path, "nnx_transformer", "--dtype", "bf16")
+    manifest = json.loads((fp32 / "manifest.json").read_text())
+    assert manifest["stack_info"]["program"] == "nnx" and manifest["model"]["params"] == params
+    t = module_time(fp32)
+    assert set(t.index) - {""} <= tree  # every op's module is a path of the Flax module tree
+    assert {"blocks/0/attn/qkv", "blocks/1/mlp/fc1", "head", "tok"} <= set(t.index)
+    assert t.drop("", errors="ignore").sum() / t.sum() > 0.9
+    acts = manifest["activations"]
+    assert acts["captured"] and acts["sketched"] == len(tree) and acts["not_recorded"] == {}
+    d = run_porter("diagnose", "--from", str(fp32), "--to", str(bf16), "-o", str(tmp_path / "d"))
+    assert d.returncode == 0, d.stderr[-3000:]
+    acc = json.loads((tmp_path / "d" / "diagnosis.json").read_text())["accuracy"]
+    compared = {m["module"] for m in acc["modules"] if m["propagated_rel_l2"] is not None}
+    assert compared == tree | {""}  # every module of the tree, and the model output
+    assert all(0 < m["propagated_rel_l2"] < m["tolerance"] for m in acc["modules"])  # bf16 changes them, within bf16's bound
+
+
+def test_a_jax_program_elsewhere_than_xla_and_live_is_one_line(tmp_path):
+    r = run_porter("capture", f"{MODELS}:mlp", "--on", "cpu", "-o", str(tmp_path / "a"))
+    assert r.returncode == 2 and "is a JAX program: it runs on XLA, not on the eager stack" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "a").exists()
+    r = run_porter("diagnose", f"{MODELS}:mlp", "--from", "xla", "--to", "xla", "-o", str(tmp_path / "d"))
+    assert r.returncode == 2 and "diagnoses it from two captures" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
