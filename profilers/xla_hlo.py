@@ -17,7 +17,7 @@ from porter.core.opclass import classify
 from profilers.hlo_cost import HloCosts
 from porter.core.elementcost import element_weight
 from porter.core.schema import MODULE_SEP, NO_MODULE, encode_call_members, encode_members
-from porter.core.tags import CALL_TAG, MODULE_TAG, call_from_tags, module_from_tags
+from porter.core.tags import CALL_TAG, MODULE_TAG, call_from_tags, kernel_index, kernel_op, module_from_tags
 
 # What scope_and_op drops from an op_name path, so only the user's named scopes remain:
 # * `jit(...)`, `pjit(...)`, `pmap(...)` components (function boundaries, not scopes);
@@ -102,8 +102,12 @@ def scope_and_op(op_name: str) -> tuple[str, str]:
     if len(parts) < 2:
         return NO_MODULE, ""
     scopes = _user_scopes(parts[:-1])
+    op = parts[-1]
+    k = kernel_index(scopes)  # every op inside a tagged custom kernel is that kernel, in the kernel's module
+    if k is not None:
+        scopes, op = scopes[:k], kernel_op(scopes[k])
     tagged = module_from_tags(scopes)  # porter's own capture: its tags name the module exactly
-    return (tagged if tagged is not None else MODULE_SEP.join(scopes)), parts[-1]
+    return (tagged if tagged is not None else MODULE_SEP.join(scopes)), op
 
 
 def strip_suffix(hlo_name: str) -> str:

@@ -15,6 +15,7 @@ from porter.core.errors import TraceFormatError
 from porter.core.opclass import classify
 from porter.core.schema import NO_ID, NO_MODULE
 from profilers.base import ReadResult, TraceMeta, read_bytes
+from porter.core.tags import KERNEL_OP_PREFIX
 from profilers.xla_hlo import HloIndex
 from profilers.xplane_events import (
     DEVICE_PLANE,
@@ -78,6 +79,35 @@ def _group(events: list[Event]) -> list[list[Event]]:
     return groups
 
 
+def _kernel_of(group: list[Event], index: HloIndex) -> str:
+    """The tagged custom kernel (porter.core.tags) a group's HLO op belongs to, or ''."""
+    first = group[0]
+    hlo = first.stats.get("hlo_op")
+    if not hlo:
+        return ""
+    fw = index.lookup(_program(first.stats), str(first.stats.get("hlo_module", "")), str(hlo),
+                      [e.name for e in group]).framework_op
+    return fw if fw.startswith(KERNEL_OP_PREFIX) else ""
+
+
+def merge_kernels(groups: list[list[Event]], index: HloIndex) -> list[list[Event]]:
+    """One op per custom-kernel call: the HLO ops an interpreted Pallas kernel runs as (its loop's
+    copies, slices and fusions, one after another on one line) merged into the one group they are,
+    as a compiled kernel is one custom call. Groups stay in start order."""
+    out: list[list[Event]] = []
+    last_on_line: dict[tuple[int, int], tuple[int, str]] = {}  # line -> (index in out, its kernel)
+    for g in groups:
+        line = (g[0].plane, g[0].line)
+        kernel = _kernel_of(g, index)
+        prev = last_on_line.get(line)
+        if kernel and prev is not None and prev[1] == kernel and prev[0] == len(out) - 1:
+            out[-1] = out[-1] + g
+            continue
+        out.append(g)
+        last_on_line[line] = (len(out) - 1, kernel)
+    return out
+
+
 def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, device_name: str,
                  launches: dict[int, tuple[int, int]], steps: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One op row per group (steps[i] its step), one kernel row per event; times in us from the first event."""
@@ -94,6 +124,8 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
         if hlo:
             info = index.lookup(_program(first.stats), str(first.stats.get("hlo_module", "")), str(hlo), knames)
             name, fw, cls, module = str(hlo), info.framework_op, info.op_class, info.module
+            if len(group) > 1 and fw.startswith(KERNEL_OP_PREFIX):
+                name = fw  # a merged custom-kernel call (merge_kernels): named as the kernel, not its first HLO op
             cost = (info.flops, info.bytes, info.input_shapes, info.dtypes)
             members, call, call_members = info.members, info.call, info.call_members
         else:
@@ -207,7 +239,7 @@ def read_xspace(path: Path) -> ReadResult:
                                path=path, hint="profile while the jitted function runs, with block_until_ready()")
     hostnames = [text(h) for h in space.hostnames]
     device_type, device_name, props = device_facts(device_views, hostnames)
-    groups = _group(events)
+    groups = merge_kernels(_group(events), index)
     spans, step_source = host_steps(cpu_view, path), "host step_num markers"
     if spans:  # host windows: place GPU work by its host launch
         steps = group_steps(groups, spans, {c: start for c, (start, _) in launches.items()})

@@ -20,6 +20,9 @@ from functools import lru_cache
 # taxonomy with examples; tests/core/test_opclass.py checks every example and that no op name
 # lands in two classes anywhere in the trace corpus.
 _FRAMEWORK_RULES: tuple[tuple[str, str], ...] = (
+    # a hand-written kernel called as one op: a Pallas call (Mosaic on TPU, Triton on GPU, or
+    # interpreted), whatever it computes inside
+    ("custom_kernel", r"pallas_call|tpu_custom_call"),
     # inductor's generated kernels say their kind in their prefix; the fused op names after it
     # (unsafe_view, mean, mul...) would mislead the rules below
     ("matmul", r"triton_tem\w*mm\w*"),

@@ -45,6 +45,7 @@ OP_CLASSES: tuple[str, ...] = (
     "communication",
     "optimizer",
     "sync",
+    "custom_kernel",  # a hand-written kernel called as one op (a Pallas call), whatever it computes
     "other",
 )
 

@@ -15,6 +15,8 @@ from typing import Iterable
 
 MODULE_TAG = "porter.module:"
 CALL_TAG = "porter.call:"
+KERNEL_TAG = "porter.kernel:"  # a custom kernel (a Pallas call) that porter's JAX-program capture scoped
+KERNEL_OP_PREFIX = "pallas_call("  # the framework op of every op inside a tagged kernel
 
 
 def module_path(qualified_name: str) -> str:
@@ -61,3 +63,18 @@ def call_from_tags(components: Iterable[str]) -> tuple[str, str, int] | None:
             if op and k.isdigit():
                 found = (module, op, int(k))
     return found
+
+
+def kernel_scope(name: str) -> str:
+    """The scope around a custom kernel's ops: ``porter.kernel:add_kernel`` (its name, '/' kept out)."""
+    return KERNEL_TAG + name.replace("/", "_")
+
+
+def kernel_index(components: list[str]) -> int | None:
+    """Where the outermost kernel tag sits among an op_name's scope components, or None."""
+    return next((i for i, c in enumerate(components) if c.startswith(KERNEL_TAG)), None)
+
+
+def kernel_op(component: str) -> str:
+    """The framework op every op of a tagged kernel reads as: ``pallas_call(add_kernel)``."""
+    return f"{KERNEL_OP_PREFIX}{component[len(KERNEL_TAG):]})"

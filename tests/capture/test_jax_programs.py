@@ -86,3 +86,24 @@ def test_a_jax_program_elsewhere_than_xla_and_live_is_one_line(tmp_path):
     r = run_porter("diagnose", f"{MODELS}:mlp", "--from", "xla", "--to", "xla", "-o", str(tmp_path / "d"))
     assert r.returncode == 2 and "diagnoses it from two captures" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_pallas_kernel_is_one_custom_kernel_op_in_its_module_not_a_cloud_of_loop_ops(tmp_path):
+    """pallas_call(interpret=True) on the CPU runs as a loop of ~20 HLO ops per call; porter scopes
+    the call while tracing and the reader merges them into one op per call."""
+    bundle = capture(tmp_path, "pallas_mlp")
+    ops = pd.read_parquet(bundle / "ops.parquet")
+    kernels = pd.read_parquet(bundle / "kernels.parquet")
+    mine = ops[ops.framework_op == "pallas_call(_exp_add_kernel)"]
+    assert set(mine.op_class) == {"custom_kernel"} and set(mine.module) == {"block/act"}
+    assert set(ops.loc[ops.module == "block/act", "framework_op"]) == {"pallas_call(_exp_add_kernel)"}
+    loop = mine[mine.name == "pallas_call(_exp_add_kernel)"]  # the merged loop: one op per call, per profiled step
+    per_step = loop.groupby("step").size()
+    assert (per_step == 1).all() and len(per_step) == json.loads((bundle / "manifest.json").read_text())["steps"]
+    assert (loop.kernel_count >= 10).all()  # the HLO ops it holds
+    assert len(mine) <= 2 * len(per_step)  # at most the kernel's output init beside its loop, per call
+    k = kernels[kernels.op_id.isin(mine.op_id)]
+    assert mine.device_us.sum() == pytest.approx(k.dur_us.sum(), rel=1e-9)
+    shown = run_porter("show", str(bundle), "--by", "op")
+    assert shown.returncode == 0 and shown.stdout.count("pallas_call(_exp_add_kernel)") == 1

@@ -85,3 +85,28 @@ def nnx_transformer():
     model = Transformer(512, 128, 4, 2, nnx.Rngs(0))
     tokens = jnp.asarray(np.random.default_rng(0).integers(0, 512, (4, 64)), jnp.int32)
     return model, (tokens,)
+
+
+def _exp_add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.exp(x_ref[...]) + y_ref[...]
+
+
+def _with_kernel(params, x):
+    from jax.experimental import pallas as pl
+
+    with jax.named_scope("block"):
+        with jax.named_scope("proj"):
+            h = x @ params["w"]
+        with jax.named_scope("act"):  # a hand-written kernel over a grid of two row blocks (interpreted on the CPU)
+            block = pl.BlockSpec((BATCH // 2, HIDDEN), lambda i: (i, 0))
+            h = pl.pallas_call(_exp_add_kernel, out_shape=jax.ShapeDtypeStruct(h.shape, h.dtype), grid=(2,),
+                               in_specs=[block, block], out_specs=block, interpret=True)(h, h)
+    with jax.named_scope("head"):
+        return jnp.tanh(h).sum()
+
+
+def pallas_mlp():
+    """A Pallas kernel in module block/act, between a matmul and a reduction."""
+    rng = np.random.default_rng(0)
+    params = {"w": jnp.asarray(rng.standard_normal((HIDDEN, HIDDEN), np.float32) / 16)}
+    return _with_kernel, (params, jnp.asarray(rng.standard_normal((BATCH, HIDDEN), np.float32)))

@@ -78,7 +78,8 @@ def from_made(model: Any, args: Any, source: str) -> JaxProgram:
     fn = model
 
     def run(params: Any, inputs: tuple[Any, ...], on_output: OnOutput | None) -> Any:
-        return fn(params, *inputs)  # the user's named scopes are the modules (no porter tag: none is needed)
+        with pallas_scopes():
+            return fn(params, *inputs)  # the user's named scopes are the modules (no porter tag: none is needed)
 
     return JaxProgram("function", args[0], tuple(args[1:]), run)
 
@@ -110,7 +111,7 @@ def _nnx(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
         import jax
 
         merged = nnx.merge(graphdef, params)
-        with jax.named_scope(module_scope("")), nnx_scopes(merged, on_output):
+        with jax.named_scope(module_scope("")), nnx_scopes(merged, on_output), pallas_scopes():
             return merged(*args)
 
     return JaxProgram("nnx", state, inputs, run, paths, classes)
@@ -158,6 +159,44 @@ def nnx_scopes(root: Any, on_output: OnOutput | None = None) -> Iterator[None]:
     finally:
         for owner, original in owners.items():
             setattr(owner, "__call__", original)
+
+
+@contextlib.contextmanager
+def pallas_scopes() -> Iterator[None]:
+    """While a program is traced: every ``pl.pallas_call`` kernel inside a ``porter.kernel:<name>``
+    scope, so all its ops read back as one op, ``pallas_call(<name>)`` (class custom_kernel), in
+    its module, never as the loop of HLO ops an interpreted kernel becomes. On XLA:CPU
+    (interpret=True) XLA fuses that HLO with its neighbours (an optimization barrier does not
+    survive its pipeline), so the kernel is one member of the fusion, its share estimated as any
+    member's; a compiled kernel (Mosaic on TPU, Triton on GPU) is its own custom call. A kernel
+    imported by its bare name before the capture (`from jax.experimental.pallas import
+    pallas_call`) is not seen."""
+    try:
+        from jax.experimental import pallas as pl
+    except ImportError:
+        yield
+        return
+    import jax
+
+    from porter.core.tags import kernel_scope
+
+    original = pl.pallas_call
+
+    def tagged(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        call = original(kernel, *args, **kwargs)
+        name = kwargs.get("name") or getattr(kernel, "__name__", "kernel")
+
+        def scoped(*operands: Any) -> Any:
+            with jax.named_scope(kernel_scope(str(name))):
+                return call(*operands)
+
+        return scoped
+
+    pl.pallas_call = tagged
+    try:
+        yield
+    finally:
+        pl.pallas_call = original
 
 
 def fingerprint(program: JaxProgram) -> str:
