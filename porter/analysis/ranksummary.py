@@ -1,14 +1,16 @@
-"""What one rank of a job contributes to the job's view: a few kilobytes, never its trace.
+"""What one rank of a job contributes to the job's view: about a kilobyte per collective, never its trace.
 
 Each rank is read and summarised on its own (in a worker of the engine); only this summary
 travels to the job's analysis (porter/analysis/jobview.py): the rank's step split
 (rankstep.py), its collectives in order with their bytes, and for the stretch of work before
 each collective the device time per op and the idle time, which is where a straggler is seen
-to fall behind.
+to fall behind. Names are interned, so a pickled summary holds each op and kernel name once
+however many collectives repeat it.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +67,7 @@ def _stretch(k: pd.DataFrame, names: np.ndarray, a: float, b: float) -> tuple[tu
     inside = (s < b) & (e > a)
     cs, ce = np.maximum(s[inside], a), np.minimum(e[inside], b)
     per = pd.Series(ce - cs).groupby(names[inside]).sum().sort_values(ascending=False, kind="stable")
-    rows = [(str(n), float(v)) for n, v in per.head(TOP_OPS).items() if v > 0]
+    rows = [(sys.intern(str(n)), float(v)) for n, v in per.head(TOP_OPS).items() if v > 0]
     rows.append((IDLE_OP, (b - a) - union_length(cs, ce)))
     return tuple(rows)
 
@@ -86,7 +88,7 @@ def rank_summary(run: Run, world_size: int) -> RankSummary:
         kind_seq = seen.get(c.kind, 0)
         seen[c.kind] = kind_seq + 1
         out.append(RankCollective(i, c.kind, kind_seq, int(c.step), float(c.start_us), float(c.end_us), float(c.bytes),
-                                  c.algorithm, c.protocol, str(c.name),
+                                  sys.intern(str(c.algorithm)), sys.intern(str(c.protocol)), sys.intern(str(c.name)),
                                   _stretch(compute, compute_names, prev_end, float(c.start_us)), prev_end))
         prev_end = max(prev_end, float(c.end_us))
     device = str((run.manifest.get("device") or {}).get("name") or "")
