@@ -48,6 +48,13 @@ def diagnose(
 
     jobs = [is_job_path(src), is_job_path(tgt)]
     if any(jobs):
+        live_only = [flag for flag, on in (("--tune", with_tune), ("--ops", with_ops), ("--dtype", dtype), ("--autocast", autocast),
+                                           ("--oracle", oracle), ("--perfetto", with_perfetto)) if on]
+        if live_only:
+            verb = "applies" if len(live_only) == 1 else "apply"
+            fail(PorterError(f"{', '.join(live_only)} {verb} to one pair of runs, not to a job pair",
+                             hint="drop them, or diagnose one rank's pair (DIR/rank-N/ holds each rank's diagnosis: "
+                                  "porter export DIR/rank-N --perfetto)"))
         return _diagnose_jobs(src, tgt, jobs, out_dir, catalogue, no_report, as_json, model)
     try:
         check_inputs(src, tgt, model)  # every typo said at once, before torch, jax or the tables load

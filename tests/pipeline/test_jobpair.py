@@ -78,9 +78,10 @@ def test_jobs_that_do_not_pair_fail_in_one_line_before_writing(tmp_path):
         shutil.copy(JOB / f"rank-{rank}.json.gz", four / f"rank-{rank}.json.gz")
     for args, words in [((str(four), str(JOB)), "4 ranks on the source, 8 on the target"),
                         ((str(JOB), str(JOB / "rank-0.json.gz")), "is a multi-rank job and"),
-                        ((str(JOB / "rank-0.json.gz"), str(JOB)), "a job diagnoses against a job")]:
+                        ((str(JOB / "rank-0.json.gz"), str(JOB)), "a job diagnoses against a job"),
+                        ((str(JOB), str(JOB), "--perfetto"), "--perfetto applies to one pair of runs")]:
         out = tmp_path / "out"
-        r = run_porter("diagnose", "--from", args[0], "--to", args[1], "-o", str(out))
+        r = run_porter("diagnose", "--from", args[0], "--to", args[1], *args[2:], "-o", str(out))
         assert r.returncode == 2, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
         assert not out.exists()
