@@ -36,7 +36,8 @@ from porter.accuracy.shadow import live_local
 from porter.accuracy.sketches import oracle_columns, propagated
 from porter.accuracy.suspects import suspect_local
 from porter.analysis.accuracy import (
-    INTRODUCES_SHARE, NAN_METRICS, ORACLE_MULTIPLIER, TOLERANCES, first_over, introducers, load_sketches, tolerance_for,
+    INTRODUCES_SHARE, NAN_METRICS, ORACLE_MULTIPLIER, TOLERANCES, first_over, introducers, load_sketches, renamed_sketches,
+    tolerance_for,
 )
 from porter.bundles.bundle import Bundle, has_activations
 
@@ -151,6 +152,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     src_sk, tgt_sk = (load_sketches(source.path), load_sketches(target.path)) if has_activations(source) and has_activations(target) else (None, None)
     if src_sk is None or tgt_sk is None:
         return None
+    mapping = (target.manifest.get("module_map") or {}).get("mapping") or {}
+    if mapping:  # a rewrite's modules, in the source's names (porter.pipeline.diagnose.paired_by_parameters)
+        tgt_sk = renamed_sketches(tgt_sk, mapping)
     dtype = max(run_dtype(source), run_dtype(target), key=tolerance_for)  # tolerance follows the coarser side
     tol = tolerance_for(dtype)
     port = precision_port(source, target, model, dtype)

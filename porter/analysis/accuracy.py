@@ -159,6 +159,12 @@ class Sketches:
     samples: dict[str, np.ndarray]
 
 
+def renamed_sketches(sk: Sketches, mapping: dict[str, str]) -> Sketches:
+    """A side's sketches under other module names (a rewrite's modules in the source's names)."""
+    return Sketches({mapping.get(k, k): v for k, v in sk.summaries.items()},
+                    {mapping.get(k, k): v for k, v in sk.samples.items()})
+
+
 def load_sketches(bundle_path: str | Path) -> Sketches | None:
     """activations/sketch.{json,safetensors} of a bundle, None when it has none."""
     import json

@@ -31,7 +31,7 @@ import torch
 from porter.bundles.bundle import (ACTIVATIONS, RAW, base_manifest, encode_tables, file_sha256, staging, write_files,
                                    write_manifest, write_tables)
 from porter.core.errors import PorterError
-from porter.capture.models import ModelSpec, load_model
+from porter.capture.models import ModelSpec, load_model, module_param_signatures
 from porter.core.schema import empty_kernels, empty_ops
 from porter.targets import CaptureFailure, Prepared, Stack, resolve
 from porter.capture.options import INPUT_KEY, OUTPUT_KEY, CaptureOptions
@@ -117,7 +117,7 @@ def _manifest(model: ModelSpec, target: str, stack: Stack, dev: str, opts: Captu
         kind="capture",
         model={"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
                "params": model.param_count, "input_shapes": model.input_shapes(),
-               "dtype": str(model.dtype).replace("torch.", "")},
+               "dtype": str(model.dtype).replace("torch.", ""), "module_params": module_param_signatures(model)},
         target={"text": target, "device": dev, "stack": stack.name,
                 "module_attribution": stack.module_attribution},
         profiler=stack.trace_format,

@@ -24,6 +24,19 @@ def module_path(qualified_name: str) -> str:
     return qualified_name.replace(".", "/")
 
 
+def common_path(paths: list[str]) -> str:
+    """Deepest module path containing every path ('' when they share none)."""
+    if not paths:
+        return ""
+    parts = [p.split("/") if p else [] for p in paths]
+    out = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        out.append(level[0])
+    return "/".join(out)
+
+
 def module_range(path: str) -> str:
     """The profiler range that tags a module's work in a torch trace."""
     return f"{MODULE_TAG}{path}"

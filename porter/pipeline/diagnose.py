@@ -72,6 +72,31 @@ def check_same_model(source: Bundle, target: Bundle, force: bool) -> None:
         )
 
 
+def paired_by_parameters(source: Bundle, target: Bundle) -> tuple[Bundle, dict[str, Any] | None]:
+    """A model and its rewrite (another framework's names, the same weights): the target's module
+    paths in the source's names when their parameters pair (porter.analysis.modulemap) for at
+    least MAPPED_ENOUGH of the modules, and the pairing; else the target as it is, and None."""
+    import dataclasses
+
+    from porter.analysis.modulemap import MAPPED_ENOUGH, build_map, renamed, renamed_members
+
+    sigs = [(b.manifest.get("model") or {}).get("module_params") or [] for b in (source, target)]
+    if not all(sigs) or {p for p, _ in sigs[0]} == {p for p, _ in sigs[1]}:
+        return target, None  # nothing recorded, or the same names: nothing to pair
+    m = build_map([tuple(x) for x in sigs[0]], [tuple(x) for x in sigs[1]])
+    if m.share < MAPPED_ENOUGH:
+        return target, None
+    ops = target.ops.copy()
+    ops["module"] = [renamed(str(p), m.mapping) for p in ops["module"]]
+    if "members" in ops:
+        ops["members"] = [renamed_members(str(x), m.mapping) for x in ops["members"]]
+    manifest = {**target.manifest, "module_map": m.to_dict(),
+                "model": {**(target.manifest.get("model") or {}),
+                          "fingerprint": (source.manifest.get("model") or {}).get("fingerprint"),
+                          "own_fingerprint": (target.manifest.get("model") or {}).get("fingerprint")}}
+    return dataclasses.replace(target, ops=ops, manifest=manifest), m.to_dict()
+
+
 def refuse_unrelated_pair(d: Diagnosis, force: bool, warnings: list[str]) -> None:
     """Exit 2 (nothing written) when the runs share too little; with force, a banner warning first."""
     check = check_pair(d.alignment)
@@ -245,6 +270,7 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
           ops: bool = False, live: bool = False, confirm: int = 0) -> tuple[Diagnosis, Document]:
     """The whole diagnosis and the two bundles on disk; diagnosis.json built, not yet written
     (diagnose() documents the options; t0: when the diagnosis started, for `seconds`)."""
+    target, module_map = paired_by_parameters(source, target)
     pair = Pair.of(source, target, here=live)
     warnings: list[str] = []
     check_same_model(source, target, force)
@@ -260,6 +286,7 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     progress("aligning and attributing")
     cat = catalogue or catalogue_from(None)
     d = attribute(source, target, pair)
+    d.module_map = module_map
     refuse_unrelated_pair(d, force, warnings)
     d.warnings, d.command = warnings, command
     d.headline = headline(d.e2e, paired_timing.to_dict() if paired_timing is not None else None,

@@ -106,6 +106,7 @@ def to_json(d: Diagnosis) -> dict[str, Any]:
         },
         "headline": d.headline or None,
         "pair_check": d.pair_check,
+        **({"module_map": d.module_map} if d.module_map else {}),
         "end_to_end": d.e2e.to_dict(),
         "busy": d.busy,
         "groups": _array(records(g.iloc[lo:lo + CHUNK]) for lo in range(0, len(g), CHUNK)),

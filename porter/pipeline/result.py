@@ -78,6 +78,7 @@ class Diagnosis:
     pair_check: Block | None = None  # porter.analysis.paircheck.check_pair, plus same_model_fingerprint and forced
     portability: Block | None = None  # porter.ops.in_diagnosis.portability_block (diagnose --ops)
     confirmed: Block | None = None  # porter.pipeline.confirmation.confirm_block (--confirm N)
+    module_map: Block | None = None  # a model and its rewrite: target modules paired by parameters (porter.analysis.modulemap)
     warnings: list[str] = field(default_factory=list)
     command: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)

@@ -44,6 +44,7 @@ import torch
 
 from porter.core.elementcost import element_weight
 from porter.core.schema import encode_call_members, encode_members
+from porter.core.tags import common_path
 
 HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+:\d+)\s*$")
 CALL = re.compile(
@@ -162,19 +163,6 @@ def node_calls(gm: torch.fx.GraphModule, modules: dict[str, str]) -> dict[str, s
     order = {key: {n: k for k, n in enumerate(sorted(set(v)))} for key, v in ranks.items()}
     return {node: f"{op}#{order[(module, op)][number]}" for node, (module, op, number) in named.items()
             if modules.get(node, "") == module}
-
-
-def common_path(paths: list[str]) -> str:
-    """Deepest module path containing every path ('' when they share none)."""
-    if not paths:
-        return ""
-    parts = [p.split("/") if p else [] for p in paths]
-    out = []
-    for level in zip(*parts):
-        if len(set(level)) != 1:
-            break
-        out.append(level[0])
-    return "/".join(out)
 
 
 def _numel(value: Any) -> int:

@@ -54,6 +54,21 @@ class ModelSpec:
         return [n.replace(".", "/") for n, _ in self.module.named_modules() if n]
 
 
+def module_param_signatures(spec: ModelSpec) -> list[list[Any]]:
+    """[[module path, [[shape, sum, sum of squares], ...]], ...] of each module's own parameters, in
+    module order (root ""): what porter.analysis.modulemap pairs a model and its rewrite by."""
+    if spec.program is not None:
+        from porter.capture.models.jaxprog import module_param_signatures as of_program
+
+        return of_program(spec.program)
+    out = []
+    for name, mod in spec.module.named_modules():
+        params = [[list(p.shape), float(p.detach().double().sum()), float(p.detach().double().square().sum())]
+                  for _, p in mod.named_parameters(recurse=False)]
+        out.append([name.replace(".", "/"), params])
+    return out
+
+
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -175,4 +190,4 @@ def load_model(spec: str) -> ModelSpec:
     return from_factory(name, _load_factory(spec), spec)
 
 
-__all__ = ["DEFAULT_MODEL", "ModelSpec", "fingerprint", "from_factory", "load_model"]
+__all__ = ["DEFAULT_MODEL", "ModelSpec", "fingerprint", "from_factory", "load_model", "module_param_signatures"]

@@ -242,3 +242,24 @@ def cast(program: JaxProgram, dtype_name: str) -> JaxProgram:
 
     return dataclasses.replace(program, params=jax.tree_util.tree_map(one, program.params),
                                inputs=tuple(jax.tree_util.tree_map(one, program.inputs)))
+
+
+def module_param_signatures(program: JaxProgram) -> list[list[Any]]:
+    """The NNX module tree's own parameters per module (as the torch side's), in tree order; a
+    function's parameters belong to no module: []."""
+    if program.kind != "nnx":
+        return []
+    import jax
+    import numpy as np
+
+    by_module: dict[str, list[list[Any]]] = {"": []}
+    for path in program.module_paths:
+        by_module[path] = []
+    for keypath, leaf in jax.tree_util.tree_flatten_with_path(program.params)[0]:
+        parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in keypath]
+        owner = "/".join(parts[:-1])  # the Variable's module: its path less the parameter's own name
+        while owner not in by_module:
+            owner = owner.rpartition("/")[0]
+        a = np.asarray(leaf, dtype=np.float64)
+        by_module[owner].append([list(a.shape), float(a.sum()), float((a * a).sum())])
+    return [[path, params] for path, params in by_module.items()]
