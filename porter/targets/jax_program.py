@@ -56,6 +56,7 @@ def activations(prepared: Prepared, full_modules: tuple[str, ...], sketch: Any) 
         return acts
     meta: dict[str, tuple[list[int], str]] = {}
     no_float: set[str] = set()
+    transformed: set[str] = set()
 
     def traced(p: Any, args: tuple[Any, ...]) -> Any:
         got: dict[str, Any] = {}
@@ -67,6 +68,9 @@ def activations(prepared: Prepared, full_modules: tuple[str, ...], sketch: Any) 
                          if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)), None)
             if leaf is None:
                 no_float.add(path)
+                return
+            if type(leaf).__name__ != "DynamicJaxprTracer":  # inside vmap / scan / grad: the value is not the jit's
+                transformed.add(path)
                 return
             got[path] = sketch(leaf, positions(int(leaf.size)))
             meta[path] = (list(leaf.shape), jnp.dtype(leaf.dtype).name)
@@ -81,6 +85,8 @@ def activations(prepared: Prepared, full_modules: tuple[str, ...], sketch: Any) 
                                        l2=float(sk["l2"]), max_abs=float(sk["max_abs"]), nan=int(sk["nan"]), inf=int(sk["inf"]))
         acts.samples[path] = np.asarray(sk["samples"], dtype=np.float64)
     acts.not_recorded = {p: "its output holds no floating-point array" for p in no_float}
+    acts.not_recorded.update({p: "called inside a jax transformation (vmap, scan, grad): no sketch of it"
+                              for p in transformed if p not in acts.summaries})
     for path in program.module_paths:
         if path not in acts.summaries and path not in acts.not_recorded:
             acts.not_recorded[path] = "not called in the forward"

@@ -107,3 +107,19 @@ def test_a_pallas_kernel_is_one_custom_kernel_op_in_its_module_not_a_cloud_of_lo
     assert mine.device_us.sum() == pytest.approx(k.dur_us.sum(), rel=1e-9)
     shown = run_porter("show", str(bundle), "--by", "op")
     assert shown.returncode == 0 and shown.stdout.count("pallas_call(_exp_add_kernel)") == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("equinox") is None, reason="equinox is not installed (the test command installs it)")
+@pytest.mark.slow
+def test_an_equinox_module_runs_with_its_fields_as_modules(tmp_path):
+    bundle = capture(tmp_path, "equinox_mlp")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["stack_info"]["program"] == "equinox"
+    assert manifest["model"]["params"] == 256 * 1024 * 2 + 1024 + 256 + 2 * 256
+    t = module_time(bundle)
+    assert {"layers/0", "layers/1", "norm"} <= set(t.index) and t[["layers/0", "layers/1", "norm"]].sum() / t.sum() > 0.85
+    sigs = dict((p, v) for p, v in manifest["model"]["module_params"])
+    assert [sorted(x[0]) for x in sigs["layers/0"]] == [[256, 1024], [1024]]  # each module's own parameters
+    # called under jax.vmap, as Equinox layers usually are: no sketch, and it says why
+    assert set(manifest["activations"]["not_recorded"]) == {"layers/0", "layers/1", "norm"}
+    assert all("jax transformation" in why for why in manifest["activations"]["not_recorded"].values())

@@ -110,3 +110,25 @@ def pallas_mlp():
     rng = np.random.default_rng(0)
     params = {"w": jnp.asarray(rng.standard_normal((HIDDEN, HIDDEN), np.float32) / 16)}
     return _with_kernel, (params, jnp.asarray(rng.standard_normal((BATCH, HIDDEN), np.float32)))
+
+
+def equinox_mlp():
+    """An Equinox module: (module, (x,)); its submodules are its fields (layers/0, layers/1, norm)."""
+    import equinox as eqx
+
+    class Mlp(eqx.Module):
+        layers: list
+        norm: eqx.nn.LayerNorm
+
+        def __init__(self, key):
+            k1, k2 = jax.random.split(key)
+            self.layers = [eqx.nn.Linear(HIDDEN, 4 * HIDDEN, key=k1), eqx.nn.Linear(4 * HIDDEN, HIDDEN, key=k2)]
+            self.norm = eqx.nn.LayerNorm(HIDDEN)
+
+        def __call__(self, x):
+            h = jax.vmap(self.layers[0])(x)
+            h = jax.vmap(self.layers[1])(jax.nn.gelu(h))
+            return jax.vmap(self.norm)(h)
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((BATCH, HIDDEN), np.float32))
+    return Mlp(jax.random.PRNGKey(0)), (x,)

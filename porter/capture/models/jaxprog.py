@@ -8,9 +8,11 @@ A factory may return
 * ``(module, (*inputs,))`` with a Flax NNX module: split into its graph and state, run as
   ``merge(graph, state)(*inputs)``; each submodule's call is wrapped in a
   ``porter.module:<path>`` scope while tracing, so its ops carry the module tree's path
-  (``blocks/0/attn``), as a torch module's do.
+  (``blocks/0/attn``), as a torch module's do;
+* ``(module, (*inputs,))`` with an Equinox module: partitioned into its arrays and the rest,
+  its fields' submodules scoped the same way (``layers/0``).
 
-Both run on the xla stack (porter/targets/jax_program.py) through the same capture workflow,
+All run on the xla stack (porter/targets/jax_program.py) through the same capture workflow,
 bundle, timing and profiler as a torch model there.
 """
 
@@ -65,9 +67,7 @@ def from_made(model: Any, args: Any, source: str) -> JaxProgram:
     if home == "flax":
         return _nnx(model, tuple(args), source)
     if home == "equinox":
-        raise PorterError(f"model factory {source} returned an Equinox module: not supported yet",
-                          hint="return (fn, (params, *inputs)) with fn(params, *inputs) calling it, e.g. "
-                               "eqx.partition the model into params and a static part")
+        return _equinox(model, tuple(args), source)
     if not callable(model):
         raise PorterError(f"model factory {source} returned {type(model).__name__} as the model: not a torch.nn.Module, "
                           "a Flax NNX module or a function")
@@ -117,24 +117,63 @@ def _nnx(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
     return JaxProgram("nnx", state, inputs, run, paths, classes)
 
 
+def eqx_modules(root: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(path, module) of an Equinox module and every submodule in its fields (lists and tuples
+    of modules included), root first: the module tree as named_modules() walks a torch one."""
+    import dataclasses
+
+    import equinox as eqx
+
+    yield prefix, root
+    for f in dataclasses.fields(root):
+        value = getattr(root, f.name, None)
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+        for i, v in items:
+            if isinstance(v, eqx.Module):
+                yield from eqx_modules(v, prefix + ((f.name,) if i is None else (f.name, i)))
+
+
+def _equinox(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
+    import equinox as eqx
+
+    _check_arrays(inputs, source)
+    params, static = eqx.partition(model, eqx.is_array)
+    paths = tuple(module_path(_qualified(p)) for p, m in eqx_modules(model) if p and callable(m))
+    classes = tuple(sorted({f"{type(m).__module__}.{type(m).__qualname__}" for _, m in eqx_modules(model)}))
+
+    def run(p: Any, args: tuple[Any, ...], on_output: OnOutput | None) -> Any:
+        import jax
+
+        merged = eqx.combine(p, static)
+        with jax.named_scope(module_scope("")), module_call_scopes(eqx_modules(merged), on_output), pallas_scopes():
+            return merged(*args)
+
+    return JaxProgram("equinox", params, inputs, run, paths, classes)
+
+
 def _qualified(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path)
 
 
-@contextlib.contextmanager
-def nnx_scopes(root: Any, on_output: OnOutput | None = None) -> Iterator[None]:
-    """While root's forward is traced: each submodule's __call__ inside a jax.named_scope of its
-    porter tag, and on_output(path, output) after it (the hooks torch modules get). The classes'
-    __call__ are patched where they are defined and put back on exit; a module called again
-    (shared weights) keeps its first path."""
-    import jax
+def nnx_scopes(root: Any, on_output: OnOutput | None = None) -> contextlib.AbstractContextManager[None]:
+    """module_call_scopes over a Flax NNX module tree."""
     from flax import nnx
 
-    paths = {id(node): _qualified(p) for p, node in nnx.iter_graph(root) if p and isinstance(node, nnx.Module)}
+    return module_call_scopes(((p, n) for p, n in nnx.iter_graph(root) if isinstance(n, nnx.Module)), on_output)
+
+
+@contextlib.contextmanager
+def module_call_scopes(tree: Any, on_output: OnOutput | None = None) -> Iterator[None]:
+    """While a forward is traced: each submodule's __call__ (tree: (path, module) pairs, root's
+    path empty) inside a jax.named_scope of its porter tag, and on_output(path, output) after it
+    (the hooks torch modules get). The classes' __call__ are patched where they are defined and
+    put back on exit; a module called again (shared weights) keeps its first path."""
+    import jax
+
+    nodes = list(tree)
+    paths = {id(node): _qualified(p) for p, node in nodes if p}
     owners: dict[type, Any] = {}
-    for _, node in nnx.iter_graph(root):
-        if not isinstance(node, nnx.Module):
-            continue
+    for _, node in nodes:
         owner = next((c for c in type(node).__mro__ if "__call__" in c.__dict__), None)
         if owner is not None and owner not in owners and owner is not object:
             owners[owner] = owner.__dict__["__call__"]
@@ -247,10 +286,22 @@ def cast(program: JaxProgram, dtype_name: str) -> JaxProgram:
 def module_param_signatures(program: JaxProgram) -> list[list[Any]]:
     """The NNX module tree's own parameters per module (as the torch side's), in tree order; a
     function's parameters belong to no module: []."""
+    import numpy as np
+
+    if program.kind == "equinox":
+        import dataclasses
+
+        import equinox as eqx
+
+        out = []
+        for path, m in eqx_modules(program.params):
+            own = [np.asarray(getattr(m, f.name), dtype=np.float64) for f in dataclasses.fields(m)
+                   if eqx.is_array(getattr(m, f.name, None))]
+            out.append([module_path(_qualified(path)), [[list(a.shape), float(a.sum()), float((a * a).sum())] for a in own]])
+        return out
     if program.kind != "nnx":
         return []
     import jax
-    import numpy as np
 
     by_module: dict[str, list[list[Any]]] = {"": []}
     for path in program.module_paths:
