@@ -15,9 +15,11 @@ def _sci(x: float) -> str:
 
 
 def findings(df: pd.DataFrame, dtype: str, oracle: dict | None, local: LocalRun, not_compared: dict[str, str],
-             suspects: list[str], capture_hint: str) -> list[str]:
+             suspects: list[str], capture_hint: str, target_names: dict[str, str] | None = None) -> list[str]:
     """The accuracy lines worth a reader's first glance, most important first. A search with
-    gaps never says that no module introduces error: it says among how many it looked."""
+    gaps never says that no module introduces error: it says among how many it looked.
+    target_names: source path -> the target's own name, for a rewrite whose modules pair by
+    parameters (the suspect is said in both models' words)."""
     lines = []
     tol = tolerance_for(dtype)
     out = df[df["module"] == OUTPUT]
@@ -46,7 +48,9 @@ def findings(df: pd.DataFrame, dtype: str, oracle: dict | None, local: LocalRun,
         lines.append(f"{scope} introduces error; largest local error {worst['local_rel_l2']:.2e} in "
                      f"{worst['module'] or '(model)'}")
     if suspects:
-        lines.append(f"propagated error first exceeds tolerance at {suspects[0]} (sampled, see propagated_rel_l2_se)"
+        own = (target_names or {}).get(suspects[0])
+        where = suspects[0] + (f" (the target's {own})" if own and own != suspects[0] else "")
+        lines.append(f"propagated error first exceeds tolerance at {where} (sampled, see propagated_rel_l2_se)"
                      + (f"; for its local error and op: {capture_hint}" if capture_hint else ""))
     if oracle:
         lines.append(f"fp64 oracle: target error {oracle['target_error']:.2e}, source error {oracle['source_error']:.2e}, "

@@ -192,6 +192,7 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
         "oracle": verdict,
         "precision": _precision_block(source, target, port, local, beyond),
         "findings": (precision_findings(df, port, local, beyond) if port is not None and port.judged else [])
-                    + findings(df, dtype, verdict, local, not_compared, suspects, capture_hint),
+                    + findings(df, dtype, verdict, local, not_compared, suspects, capture_hint,
+                               {s: t for t, s in mapping.items()}),
         "_compile_log": local.compile_log,
     }

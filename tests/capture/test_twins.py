@@ -55,6 +55,6 @@ def test_modules_pair_by_parameters_and_carry_time_and_accuracy_on_both_sides(ca
 def test_a_wrong_epsilon_in_one_jax_module_is_named_first(captures):
     acc = diagnose(captures, "nnx_twin_bad_eps")["accuracy"]
     assert acc["suspects"][0] == "layers/1/norm2"  # the Flax model's blocks/1/ln2, in the source's names
-    assert "propagated error first exceeds tolerance at layers/1/norm2" in " ".join(acc["findings"])
+    assert "propagated error first exceeds tolerance at layers/1/norm2 (the target's blocks/1/ln2)" in " ".join(acc["findings"])
     before = {r["module"]: r["propagated_rel_l2"] for r in acc["modules"]}
     assert before["layers/1/attention"] < acc["tolerance"] < before["layers/1/norm2"]  # clean up to the planted module
