@@ -55,14 +55,29 @@ def _on_ray(fn: Callable[[T], R], tasks: Sequence[T], address: str | None, worke
             ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False,
                      object_store_memory=OBJECT_STORE_BYTES, **quiet)
     try:
-        remote = ray.remote(fn)
-        try:
-            return ray.get([remote.remote(t) for t in tasks])
-        except ray.exceptions.RayTaskError as exc:
-            cause = exc.cause if hasattr(exc, "cause") else None
-            if isinstance(cause, PorterError):
-                raise cause from None
-            raise
+        # A rank's PorterError comes back as a value, not a task failure: a failed task makes
+        # Ray's core worker log "Failed to push error to driver" on stderr when the driver
+        # shuts down first, so one bad rank read two lines, sometimes.
+        remote = ray.remote(_porter_error_as_value)
+        outcomes = ray.get([remote.remote(fn, t) for t in tasks])
     finally:
         if started:
             ray.shutdown()
+    for outcome in outcomes:
+        if isinstance(outcome, _Failed):
+            raise outcome.error from None
+    return outcomes
+
+
+class _Failed:
+    """A task's PorterError carried back as its result."""
+
+    def __init__(self, error: PorterError):
+        self.error = error
+
+
+def _porter_error_as_value(fn: Callable[[T], R], task: T) -> R | _Failed:
+    try:
+        return fn(task)
+    except PorterError as exc:
+        return _Failed(exc)
