@@ -32,7 +32,13 @@ def findings(df: pd.DataFrame, dtype: str, oracle: dict | None, local: LocalRun,
         line = (f"{r.module or '(model)'} introduces error: local {_sci(r.local_rel_l2)} = {r.x:.0f}x tolerance "
                 f"(propagated {_sci(r.propagated_rel_l2)})")
         op = (local.ops.get(r.module) or {}).get("first_op")
-        if op:
+        if op and op.get("call"):  # a rewrite's op (porter.accuracy.rewrite)
+            own = (target_names or {}).get(r.module)
+            line += (f"; op: {(own + ' → ') if own and own != r.module else ''}#{op['index']} {op['call']}"
+                     + (f" at {op['where']}" if op.get("where") else "")
+                     + (f", where the source computes {op['source_op']} (error {_sci(op['local_rel_l2'])})"
+                        if op.get("source_op") else ", a value the source never computes"))
+        elif op:
             ins = ", ".join(f"{i['dtype']}{i['shape']}" + (f" in [{i['min']:.3g}, {i['max']:.3g}]" if "min" in i else "")
                             for i in op["inputs"][:3])
             line += (f"; op: model → {r.module} → #{op['index']} {op['op']}({ins}): error {_sci(op['chained_rel_l2'])} "

@@ -32,6 +32,7 @@ import pandas as pd
 from porter.accuracy.findings import findings, precision_findings
 from porter.accuracy.local import NOT_CALLED, OUTPUT, LocalRun, Port, hooks_suspended, precision_port, record_verdict, run_dtype
 from porter.accuracy.precision import innermost_beyond, module_verdict
+from porter.accuracy.rewrite import rewrite_local
 from porter.accuracy.shadow import live_local
 from porter.accuracy.sketches import oracle_columns, propagated
 from porter.accuracy.suspects import suspect_local
@@ -42,6 +43,7 @@ from porter.analysis.accuracy import (
 from porter.bundles.bundle import Bundle, has_activations
 
 
+REWRITE_OP_KEYS = ("call", "source_op", "where", "matched_values")  # a rewrite's op (porter.accuracy.rewrite)
 OP_VERDICT_KEYS = ("dtype_verdict", "dtype_implied_rel_l2", "dtype_bound", "fp64_source_rel_l2", "fp64_target_rel_l2",
                    "closer_to_fp64", "dtype_words")
 
@@ -84,11 +86,24 @@ def _local_cols(df: pd.DataFrame, local: LocalRun) -> pd.DataFrame:
     return df
 
 
+def _rewrite_hint(source: Bundle, target: Bundle) -> str:
+    names = [(b.manifest.get("model") or {}).get("source") or role for b, role in ((source, "MODEL"), (target, "REWRITE"))]
+    return (f"porter diagnose {names[0]} --from {source.path} --to {target.path} --target-model {names[1]} "
+            "(both factories run here)")
+
+
 def _local_errors(source: Bundle, target: Bundle, model: Any | None, live: bool, suspects: list[str], tol: float,
-                  port: Port | None, outputs: tuple[Any, Any], progress: Callable[[str], None]) -> tuple[LocalRun, str]:
+                  port: Port | None, outputs: tuple[Any, Any], progress: Callable[[str], None],
+                  mapping: dict[str, str] | None = None, target_model: Any | None = None) -> tuple[LocalRun, str]:
     """The local errors and, when the suspects' full calls are missing, the capture that saves
     them: none without a MODEL; live, every module (and, for a judged precision port, the
-    whole model against float64); else the suspects' saved calls."""
+    whole model against float64); a rewrite (mapping), the suspects run here as the source's
+    module and the rewrite's (target_model); else the suspects' saved calls."""
+    if mapping:
+        if model is None or target_model is None:
+            return LocalRun(how="a rewrite: its modules run alone with MODEL and --target-model"), \
+                (_rewrite_hint(source, target) if suspects else "")
+        return rewrite_local(model, target_model, mapping, suspects, tol, progress), ""
     if model is None:
         return LocalRun(how="no MODEL given: modules cannot be run alone"), ""
     if live:
@@ -117,7 +132,7 @@ def _ops_found(local: LocalRun) -> dict[str, dict[str, Any]]:
     return {m: {"op": o["first_op"]["op"], "index": o["first_op"]["index"], "inputs": o["first_op"]["inputs"],
                 "chained_rel_l2": o["first_op"]["chained_rel_l2"], "local_rel_l2": o["first_op"]["local_rel_l2"],
                 "verdict": o["first_op"].get("verdict", ""),
-                **{k: o["first_op"][k] for k in OP_VERDICT_KEYS if k in o["first_op"]}}
+                **{k: o["first_op"][k] for k in OP_VERDICT_KEYS + REWRITE_OP_KEYS if k in o["first_op"]}}
             if o.get("first_op") else {"op": None, "why": o.get("skipped") or "no op over tolerance"}
             for m, o in local.ops.items()}
 
@@ -143,12 +158,14 @@ def _rules(dtype: str, source: Bundle, target: Bundle, native: bool) -> dict[str
 
 
 def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, oracle: str | None = None,
-                   progress: Callable[[str], None] = lambda msg: None, live: bool = False) -> dict[str, Any] | None:
+                   progress: Callable[[str], None] = lambda msg: None, live: bool = False,
+                   target_model: Any | None = None) -> dict[str, Any] | None:
     """diagnosis.json's `accuracy` block; None when a side saved no activations (trace mode).
 
     live: both bundles were captured by this diagnose, so the target's stack is here and
     each module's local error is measured in a streaming shadow run; otherwise the sketches
-    point at suspects and local error needs their full calls (capture --modules)."""
+    point at suspects and local error needs their full calls (capture --modules).
+    target_model: the rewrite the target ran (its modules paired with model's by parameters)."""
     src_sk, tgt_sk = (load_sketches(source.path), load_sketches(target.path)) if has_activations(source) and has_activations(target) else (None, None)
     if src_sk is None or tgt_sk is None:
         return None
@@ -163,7 +180,8 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     inner_prop = prop[prop["module"] != OUTPUT] if len(prop) else prop
     first = first_over(inner_prop, tol) if len(inner_prop) else None
     suspects = [first] if first else []
-    local, capture_hint = _local_errors(source, target, model, live, suspects, tol, port, outputs, progress)
+    local, capture_hint = _local_errors(source, target, model, live, suspects, tol, port, outputs, progress,
+                                        mapping, target_model)
     if live and local.metrics and p.whole is not None:  # the whole model on the target, fed the source's input, is the target run
         local.metrics[OUTPUT] = p.whole
     for m in [m for m, why in local.not_run.items() if NOT_CALLED in why]:
@@ -171,6 +189,9 @@ def accuracy_block(source: Bundle, target: Bundle, model: Any | None = None, ora
     df = _local_cols(prop.reset_index(drop=True), local)
     df["tolerance"] = tol
     df["introduces_error"] = introducers(df, tol) if len(df) else pd.Series(dtype=bool)
+    rewrite_ops = {m: o["first_op"]["call"] for m, o in local.ops.items() if (o.get("first_op") or {}).get("call")}
+    if rewrite_ops:  # a rewrite's op named: the fix plan's rewrite_differs (porter.analysis.fixes)
+        df["rewrite_op"] = df["module"].map(rewrite_ops)
     beyond: set[str] = set()
     if port is not None and port.judged:
         df, beyond = _verdict_cols(df, local)

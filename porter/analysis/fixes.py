@@ -84,6 +84,8 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "source_compiled": ((bool,), "the source runs the group inside a torch.compile region (the target does not)"),
     "target_compiled": ((bool,), "the target runs the group inside a torch.compile region (the source does not)"),
     "min_error_ratio": ((int, float), "local_error / tolerance >= value"),
+    "rewrite_differs": ((bool,), "the target is a rewrite of the model (another framework, paired by parameters) whose "
+                                 "op computes a value the source's module never does (porter.accuracy.rewrite)"),
     "outside": ((list,), "the row is the target runtime's time outside every module, of a kind in the list "
                          "(porter.analysis.outside: guard checks, graph wrapper and runtime dispatch, transfers); "
                          "such rows match only fixes that name this condition"),
@@ -247,6 +249,7 @@ class Symptoms:
     target_compiled: bool  # ... on the target, eager ops on the source
     outside: str = ""  # the runtime's time outside every module, of this kind ('' for a matched group)
     source_stack: str = "other"  # the source's stack (porter.core.stacks key), as `stack` is the target's
+    rewrite_differs: bool = False  # a rewrite's module computes what the original does not (porter.accuracy.rewrite)
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -343,6 +346,7 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "source_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "source").to_numpy(),
         "target_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
         "outside": column(groups, "outside", "").fillna("").astype(str),
+        "rewrite_differs": column(groups, "rewrite_differs", False).fillna(False).astype(bool).to_numpy(),
         "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
             groups["framework_op"].astype(str), column(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
@@ -384,7 +388,7 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
         if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort",
-                   "source_compiled", "target_compiled") and bool(s[key]) != want:
+                   "source_compiled", "target_compiled", "rewrite_differs") and bool(s[key]) != want:
             return False
         threshold = THRESHOLDS.get(key)
         if threshold:

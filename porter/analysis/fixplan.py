@@ -92,6 +92,8 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         out["local_error"] = acc["local_rel_l2"].reindex(out["module"]).to_numpy(np.float64)
         out["tolerance"] = acc["tolerance"].reindex(out["module"]).to_numpy(np.float64)
         out["introduces_error"] = acc["introduces_error"].reindex(out["module"]).fillna(False).astype(bool).to_numpy()
+        if "rewrite_op" in acc.columns:  # a rewrite's op named (porter.accuracy.rewrite)
+            out["rewrite_differs"] = acc["rewrite_op"].reindex(out["module"]).notna().to_numpy()
     rows = outside_fix_groups(*outside, target_device_type=target_device_type, target_stack=target_stack,
                               source_device_type=source_device_type)
     if rows.empty:

@@ -32,7 +32,7 @@ _DEMONSTRATED = {"source_compiled", "target_compiled", "outside", "source_stack"
 # Conditions that name a specific symptom (count as evidence for confidence).
 _SPECIFIC = {"min_kernel_ratio", "max_roofline_efficiency", "misaligned", "dtype_changed", "on_host", "became_sort",
              "source_compiled", "target_compiled", "outside", "source_stack",
-             "min_host_fraction", "min_recompiles", "max_kernel_ratio"}
+             "min_host_fraction", "min_recompiles", "max_kernel_ratio", "rewrite_differs"}
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ def _describe(cond: Mapping[str, Any], rows: pd.DataFrame) -> list[str]:
                        ("became_sort", "the target runs a sort"),
                        ("source_compiled", "the source runs it as one torch.compile region, the target as eager ops"),
                        ("target_compiled", "the target already runs it as a torch.compile region, the source as eager ops"),
-                       ("on_host", "ran on the host"), ("introduces_error", "local error jumps")):
+                       ("on_host", "ran on the host"), ("introduces_error", "local error jumps"),
+                       ("rewrite_differs", "the rewrite computes a value the original does not")):
         if cond.get(flag) is True:
             seen.append(text)
     if "min_host_fraction" in cond:

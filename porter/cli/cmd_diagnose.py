@@ -35,13 +35,15 @@ def diagnose(
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
+    target_model: Optional[str] = typer.Option(None, "--target-model", help="The target ran a rewrite of MODEL in JAX (FILE.py:factory returning a Flax NNX or Equinox module), its modules paired with MODEL's by their parameters: both factories run here to measure the first suspect module's local error on one recorded call and name the op where the rewrite's computation leaves the original's. Both sides are bundles (porter capture each)."),
     autocast: Optional[str] = typer.Option(None, "--autocast", help="Precision port on a torch stack: the target's forward runs under torch.autocast to bf16 or fp16 (weights stay as given)."),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
 
     Examples: porter diagnose transformer --from cpu --to xla -o diag/ ;
     porter diagnose --from h100.json.gz --to mi300x.json.gz -o diag/ ;
-    porter diagnose --from nccl_job/ --to rccl_job/ -o diag/ (job.json, job.md, one diagnosis per rank)
+    porter diagnose --from nccl_job/ --to rccl_job/ -o diag/ (job.json, job.md, one diagnosis per rank) ;
+    porter diagnose model.py:build --from torch_cpu/ --to jax_xla/ --target-model jax_model.py:build (a JAX rewrite)
     """
     from porter.core.jobranks import is_job_path
     from porter.pipeline.preflight import check_inputs
@@ -49,7 +51,8 @@ def diagnose(
     jobs = [is_job_path(src), is_job_path(tgt)]
     if any(jobs):
         live_only = [flag for flag, on in (("--tune", with_tune), ("--ops", with_ops), ("--dtype", dtype), ("--autocast", autocast),
-                                           ("--oracle", oracle), ("--perfetto", with_perfetto)) if on]
+                                           ("--oracle", oracle), ("--perfetto", with_perfetto),
+                                           ("--target-model", target_model)) if on]
         if live_only:
             verb = "applies" if len(live_only) == 1 else "apply"
             fail(PorterError(f"{', '.join(live_only)} {verb} to one pair of runs, not to a job pair",
@@ -84,7 +87,7 @@ def diagnose(
     try:
         with stage_progress("diagnosing", DIAGNOSE_STAGES) as progress:
             # keep_analysis=False: the analysis is freed before the reports render (the peak memory)
-            _, dest = diagnose_specs(src, tgt, out_dir, model=model, force=force, oracle=oracle, catalogue=catalogue,
+            _, dest = diagnose_specs(src, tgt, out_dir, model=model, target_model=target_model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, keep_analysis=False, capture_options=opts,
                                      progress=progress, command=command, ops=with_ops, confirm=confirm, target_dtype=dtype or "",
                                      target_autocast=autocast or "")

@@ -267,7 +267,7 @@ def keep_bundle(b: Bundle, dest: Path) -> None:
 def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = None, force: bool = False,
           oracle: str | None = None, catalogue: Catalogue | None = None, progress: Progress = lambda msg: None,
           command: str | None = None, seconds: dict[str, float] | None = None, paired_timing: Any = None,
-          ops: bool = False, live: bool = False, confirm: int = 0) -> tuple[Diagnosis, Document]:
+          ops: bool = False, live: bool = False, confirm: int = 0, target_model: Any = None) -> tuple[Diagnosis, Document]:
     """The whole diagnosis and the two bundles on disk; diagnosis.json built, not yet written
     (diagnose() documents the options; t0: when the diagnosis started, for `seconds`)."""
     target, module_map = paired_by_parameters(source, target)
@@ -278,7 +278,7 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     if pair.activations:  # live captures: torch is needed
         from porter.accuracy.live import accuracy_block
 
-        acc = accuracy_block(source, target, model, oracle, progress, live=pair.here)
+        acc = accuracy_block(source, target, model, oracle, progress, live=pair.here, target_model=target_model)
         compile_log = acc.pop("_compile_log", []) if acc else []
     if oracle and (acc is None or model is None):
         warnings.append(f"--oracle {oracle} needs a MODEL and runs with saved activations (live capture); not run")
@@ -364,6 +364,7 @@ def diagnose(source: Bundle, target: Bundle, out_dir: str | Path, *, model: Any 
 
 
 def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, *, model: str | None = None,
+                   target_model: str | None = None,
                    catalogue: str | Path | None = None, capture_options: Any = None, interleave: Any = None,
                    progress: Progress = lambda msg: None, target_dtype: str = "", target_autocast: str = "",
                    report: bool = True, keep_analysis: bool = True, **kwargs: Any) -> tuple[Diagnosis | None, Path]:
@@ -375,6 +376,8 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     interleave: porter.capture.interleaved.InterleaveOptions for the live headline's timing.
     target_dtype / target_autocast: a precision port, the target captured in that dtype or under
     torch.autocast to it (porter.capture.precision).
+    target_model: the target ran a rewrite of model in another framework (a JAX port): both
+    factories run here for the suspects' local errors and ops (porter.accuracy.rewrite).
     keep_analysis: False renders the reports only after the inputs and the analysis are
     dropped (the first item returned is then None): the CLI's peak memory.
     """
@@ -384,13 +387,13 @@ def diagnose_specs(source: str | Path, target: str | Path, out_dir: str | Path, 
     cat = catalogue_from(catalogue)  # a bad catalogue fails before minutes of capture
     check_output_dir(out_dir)  # so does a bad -o
     t0 = time.perf_counter()
-    with resolve_pair(source, target, out_dir, model=model,
+    with resolve_pair(source, target, out_dir, model=model, target_model=target_model,
                       options=capture_options or CaptureOptions(**LIVE_OPTIONS), interleave=interleave,
                       target_dtype=target_dtype, target_autocast=target_autocast, progress=progress) as pair:
         t1 = time.perf_counter()
         d, doc = build(pair.source, pair.target, Path(out_dir), t0=t1, model=pair.model, catalogue=cat,
                        progress=progress, seconds={"read": t1 - t0}, paired_timing=pair.paired_timing,
-                       live=pair.live, **kwargs)
+                       live=pair.live, target_model=pair.target_model, **kwargs)
     if not keep_analysis:
         del d, pair  # the inputs and the analysis, before the reports' parsed diagnosis.json
         gc.collect()

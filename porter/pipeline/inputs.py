@@ -63,6 +63,7 @@ class ResolvedPair:
     model: Any = None  # porter.capture.models.ModelSpec on the live path
     paired_timing: Any = None  # porter.capture.interleaved.PairedTiming when both sides ran here
     live: bool = False  # both sides were captured by this run (their stacks are here)
+    target_model: Any = None  # a ModelSpec: the rewrite the target ran (--target-model), when given
 
 
 def classify(text: str | Path, role: str) -> InputSpec:
@@ -109,7 +110,7 @@ def scratch_dir(workdir: Path, role: str) -> Path:
 
 @contextlib.contextmanager
 def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *, model: str | None = None,
-                 options: Any = None, interleave: Any = None, target_dtype: str = "", target_autocast: str = "",
+                 target_model: str | None = None, options: Any = None, interleave: Any = None, target_dtype: str = "", target_autocast: str = "",
                  progress: Progress = lambda msg: None) -> Iterator[ResolvedPair]:
     """Open or capture both sides. With no model and both sides naming targets, the default
     built-in model runs. options: porter.capture.options.CaptureOptions for live sides.
@@ -130,8 +131,14 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
             from porter.runtime.policy import WARMUP, measured
 
             policy = stack.enter_context(measured(options.warmup if options is not None else WARMUP))
-        yield from _resolve(specs, live, workdir, model, options, interleave, progress, policy,
-                            target_dtype, target_autocast)
+        pairs = _resolve(specs, live, workdir, model, options, interleave, progress, policy, target_dtype, target_autocast)
+        if target_model is None:
+            yield from pairs
+            return
+        rewrite = _rewrite_spec(target_model, model, live)
+        for p in pairs:
+            p.target_model = rewrite
+            yield p
 
 
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
@@ -169,6 +176,24 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
     finally:
         for path in scratch.values():
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _rewrite_spec(target_model: str, model: str | None, live: list[InputSpec]) -> Any:
+    """The rewrite's ModelSpec (--target-model), checked before anything heavy is read."""
+    from porter.capture.models import load_model
+
+    if model is None:
+        raise PorterError("--target-model names the rewrite of MODEL, and no MODEL is given",
+                          hint="porter diagnose TORCH_MODEL --from A --to B --target-model JAX_MODEL")
+    if live:
+        raise PorterError("--target-model compares two captured bundles, not live targets yet",
+                          hint=f"porter capture {model} --on cpu -o A; porter capture {target_model} --on xla -o B; "
+                               f"porter diagnose {model} --from A --to B --target-model {target_model}")
+    spec = load_model(target_model)
+    if spec.program is None:
+        raise PorterError(f"--target-model {target_model} is a PyTorch model: it names a rewrite in JAX (Flax NNX or Equinox)",
+                          hint="a PyTorch model on another stack is MODEL itself: porter diagnose MODEL --from A --to B")
+    return spec
 
 
 def check_target_precision(spec: InputSpec, dtype: str, autocast: str, options: Any) -> Any:

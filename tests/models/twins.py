@@ -1,7 +1,8 @@
 """A PyTorch transformer and its Flax NNX rewrite with the same weights, each with its own
 framework's names (torch: layers/N/attention/in_proj, norm1, ff/up; Flax: blocks/N/attn/qkv, ln1,
 mlp/fc1), for porter to pair module by module by their parameters. `nnx_twin_bad_eps` plants a
-numerical bug in one JAX module: blocks/1/ln2's epsilon 1e-1 where torch's LayerNorm has 1e-5."""
+numerical bug in one JAX module: blocks/1/ln2's epsilon 1e-1 where torch's LayerNorm has 1e-5;
+`nnx_twin_fp16_fc1` runs blocks/1/mlp/fc1's matmul in float16."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def torch_twin():
     return model, (tokens,)
 
 
-def _nnx_from(model: TorchTwin, eps_of: dict[str, float]):
+def _nnx_from(model: TorchTwin, eps_of: dict[str, float], half: frozenset[str] = frozenset()):
     import jax
     import jax.numpy as jnp
     from flax import nnx
@@ -110,9 +111,18 @@ def _nnx_from(model: TorchTwin, eps_of: dict[str, float]):
             att = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / (d // HEADS) ** 0.5, axis=-1)
             return self.proj((att @ v).transpose(0, 2, 1, 3).reshape(b, t, d))
 
+    class HalfLinear(nnx.Module):  # the planted bug: the matmul in float16, the result back in float32
+        def __init__(self, prefix: str):
+            self.kernel, self.bias = nnx.Param(w[prefix + ".weight"].T), nnx.Param(w[prefix + ".bias"])
+
+        def __call__(self, x):
+            return (x.astype(jnp.float16) @ self.kernel.value.astype(jnp.float16)).astype(jnp.float32) + self.bias.value
+
     class Mlp(nnx.Module):
         def __init__(self, i: int, rngs: nnx.Rngs):
-            self.fc1, self.fc2 = linear(f"layers.{i}.ff.up", rngs), linear(f"layers.{i}.ff.down", rngs)
+            up = f"layers.{i}.ff.up"
+            self.fc1 = HalfLinear(up) if f"blocks/{i}/mlp/fc1" in half else linear(up, rngs)
+            self.fc2 = linear(f"layers.{i}.ff.down", rngs)
 
         def __call__(self, x):
             return self.fc2(jax.nn.gelu(self.fc1(x), approximate=False))  # torch's GELU is the exact one
@@ -154,3 +164,10 @@ def nnx_twin_bad_eps():
 
     model, tokens = _made()
     return _nnx_from(model, {"blocks/1/ln2": 1e-1}), (jnp.asarray(tokens.numpy(), jnp.int32),)
+
+
+def nnx_twin_fp16_fc1():
+    import jax.numpy as jnp
+
+    model, tokens = _made()
+    return _nnx_from(model, {}, frozenset({"blocks/1/mlp/fc1"})), (jnp.asarray(tokens.numpy(), jnp.int32),)

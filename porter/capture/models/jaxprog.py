@@ -39,6 +39,11 @@ class JaxProgram:
     run: Callable[[Any, tuple[Any, ...], OnOutput | None], Any]
     module_paths: tuple[str, ...] = ()  # porter paths, root excluded; () for a function (scopes known after tracing)
     classes: tuple[str, ...] = field(default=())  # the module classes (the fingerprint's structure)
+    modules: Callable[[], dict[str, Any]] | None = None  # porter path -> the submodule object, to run one alone
+
+    def module_at(self, path: str) -> Any | None:
+        """The submodule at a porter path, callable on its own inputs (None for a function's scopes)."""
+        return self.modules().get(path) if self.modules is not None else None
 
     def call(self, params: Any, inputs: tuple[Any, ...], on_output: OnOutput | None = None) -> Any:
         return self.run(params, inputs, on_output)
@@ -114,7 +119,10 @@ def _nnx(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
         with jax.named_scope(module_scope("")), nnx_scopes(merged, on_output), pallas_scopes():
             return merged(*args)
 
-    return JaxProgram("nnx", state, inputs, run, paths, classes)
+    def modules() -> dict[str, Any]:
+        return {module_path(_qualified(p)): n for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module) and callable(n)}
+
+    return JaxProgram("nnx", state, inputs, run, paths, classes, modules)
 
 
 def eqx_modules(root: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -148,7 +156,10 @@ def _equinox(model: Any, inputs: tuple[Any, ...], source: str) -> JaxProgram:
         with jax.named_scope(module_scope("")), module_call_scopes(eqx_modules(merged), on_output), pallas_scopes():
             return merged(*args)
 
-    return JaxProgram("equinox", params, inputs, run, paths, classes)
+    def modules() -> dict[str, Any]:
+        return {module_path(_qualified(p)): m for p, m in eqx_modules(model) if callable(m)}
+
+    return JaxProgram("equinox", params, inputs, run, paths, classes, modules)
 
 
 def _qualified(path: tuple[Any, ...]) -> str:
@@ -280,7 +291,8 @@ def cast(program: JaxProgram, dtype_name: str) -> JaxProgram:
         return x.astype(dt) if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating) else x
 
     return dataclasses.replace(program, params=jax.tree_util.tree_map(one, program.params),
-                               inputs=tuple(jax.tree_util.tree_map(one, program.inputs)))
+                               inputs=tuple(jax.tree_util.tree_map(one, program.inputs)),
+                               modules=None)  # the module objects hold the uncast weights
 
 
 def module_param_signatures(program: JaxProgram) -> list[list[Any]]:
