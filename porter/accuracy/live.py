@@ -106,6 +106,8 @@ def _local_errors(source: Bundle, target: Bundle, model: Any | None, live: bool,
         return rewrite_local(model, target_model, mapping, suspects, tol, progress), ""
     if model is None:
         return LocalRun(how="no MODEL given: modules cannot be run alone"), ""
+    if getattr(model, "program", None) is not None:
+        return LocalRun(how="a JAX program: its modules are compared by their outputs (propagated), not run alone yet"), ""
     if live:
         local = live_local(model, target, tol, progress, port)
         if port is not None and port.judged and local.metrics and outputs[0] is not None and outputs[1] is not None:

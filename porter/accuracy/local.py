@@ -114,6 +114,8 @@ def precision_port(source: Bundle, target: Bundle, model: Any | None, dtype: str
     src, tgt = run_dtype(source), run_dtype(target)
     if src == tgt:
         return None
+    if model is not None and getattr(model, "program", None) is not None:
+        model = None  # a JAX program's modules are not run alone here: the port is not judged
     rec = target.manifest.get("precision") or {}
     if rec.get("autocast"):
         return Port(dtype, None, str(rec["autocast"]) if model is not None else "", str(rec.get("autocast_device") or "cpu"))

@@ -23,7 +23,7 @@ from porter.analysis.accuracy import oracle_verdict, tolerance_for
 from porter.analysis.opcost import canonical_dtype
 from porter.ops.inventory import Variant, dtype_name
 from porter.ops.matrix import DECOMPOSED, HOST_FALLBACK, MISMATCH, NATIVE, UNSUPPORTED, Verdict
-from porter.ops.oneop import OneOp, eager, fp64_reference, is_random, output_tensors
+from porter.ops.oneop import OneOp, is_random, output_tensors
 from porter.ops import predict
 
 _FALLBACK_CALL = re.compile(r"torch\.ops\.(?!inductor\.)(\w+)\.(\w+)\.(\w+)\(")

@@ -275,6 +275,17 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     warnings: list[str] = []
     check_same_model(source, target, force)
     acc, compile_log = None, []
+    program = model is not None and getattr(model, "program", None) is not None
+    if pair.here and (program or target_model is not None):
+        what = "a JAX program's" if program else "a rewrite's"
+        if confirm:
+            warnings.append(f"{what} modules are not re-timed alone (--confirm): their gaps are the profiled ones")
+        if ops:
+            warnings.append(f"--ops checks a PyTorch model's ops on the target stack; not run for {what[:-2]}")
+        confirm, ops = 0, False
+    if program and oracle:
+        warnings.append(f"--oracle {oracle} runs a PyTorch model in float64; not run for a JAX program")
+        oracle = None
     if pair.activations:  # live captures: torch is needed
         from porter.accuracy.live import accuracy_block
 

@@ -131,19 +131,15 @@ def resolve_pair(source: str | Path, target: str | Path, workdir: str | Path, *,
             from porter.runtime.policy import WARMUP, measured
 
             policy = stack.enter_context(measured(options.warmup if options is not None else WARMUP))
-        pairs = _resolve(specs, live, workdir, model, options, interleave, progress, policy, target_dtype, target_autocast)
-        if target_model is None:
-            yield from pairs
-            return
-        rewrite = _rewrite_spec(target_model, model, live)
-        for p in pairs:
-            p.target_model = rewrite
-            yield p
+        rewrite = _rewrite_spec(target_model, model, target_dtype or target_autocast) if target_model else None
+        yield from _resolve(specs, live, workdir, model, options, interleave, progress, policy,
+                            target_dtype, target_autocast, rewrite)
 
 
 def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path, model: str | None, options: Any,
              interleave: Any, progress: Progress, policy: Any, target_dtype: str = "",
-             target_autocast: str = "") -> Iterator[ResolvedPair]:
+             target_autocast: str = "", rewrite: Any = None) -> Iterator[ResolvedPair]:
+    """rewrite: the target's model when it is a rewrite of model (--target-model), else None."""
     model_spec = None
     if target_dtype or target_autocast:
         options = check_target_precision(specs[1], target_dtype, target_autocast, options)
@@ -152,43 +148,39 @@ def _resolve(specs: list[InputSpec], live: list[InputSpec], workdir: str | Path,
 
         check_available(live)
         model_spec = load_model(model or DEFAULT_MODEL)
-        if model_spec.program is not None:
-            from porter.core.errors import PorterError
-
-            raise PorterError(f"{model_spec.name} is a JAX program: porter diagnoses it from two captures, not live yet",
-                              hint=f"porter capture {model} --on xla -o A, again with the other configuration "
-                                   "(e.g. --dtype bf16) -o B, then porter diagnose --from A --to B")
     elif model is not None:
         from porter.capture.models import load_model
 
         model_spec = load_model(model)  # recorded sides, a model for accuracy or a check
+    if rewrite is not None and model_spec is not None and model_spec.program is not None:
+        raise PorterError(f"--target-model is the JAX rewrite of a PyTorch MODEL, and {model_spec.name} is a JAX program",
+                          hint="give the PyTorch model as MODEL and its JAX rewrite as --target-model")
     scratch = {s.role: scratch_dir(Path(workdir), s.role) for s in live}
     try:
         runs: dict[str, Any] = {}
         if not live and parallel_read_pays(specs):
             bundles = open_in_parallel([s.path for s in specs])
         else:
-            bundles = [open_side(s, model_spec, scratch.get(s.role),
+            bundles = [open_side(s, rewrite if rewrite is not None and s.role == "target" else model_spec, scratch.get(s.role),
                                  side_options(options, s.role, target_dtype, target_autocast), progress, runs, policy)
                        for s in specs]
         yield ResolvedPair(bundles[0], bundles[1], model_spec, time_live_pair(runs, interleave, progress, policy),
-                           live=len(live) == 2)
+                           live=len(live) == 2, target_model=rewrite)
     finally:
         for path in scratch.values():
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _rewrite_spec(target_model: str, model: str | None, live: list[InputSpec]) -> Any:
-    """The rewrite's ModelSpec (--target-model), checked before anything heavy is read."""
+def _rewrite_spec(target_model: str, model: str | None, precision: str) -> Any:
+    """The rewrite's ModelSpec (--target-model), checked before anything is captured."""
     from porter.capture.models import load_model
 
     if model is None:
         raise PorterError("--target-model names the rewrite of MODEL, and no MODEL is given",
-                          hint="porter diagnose TORCH_MODEL --from A --to B --target-model JAX_MODEL")
-    if live:
-        raise PorterError("--target-model compares two captured bundles, not live targets yet",
-                          hint=f"porter capture {model} --on cpu -o A; porter capture {target_model} --on xla -o B; "
-                               f"porter diagnose {model} --from A --to B --target-model {target_model}")
+                          hint="porter diagnose TORCH_MODEL --from cpu --to xla --target-model JAX_MODEL")
+    if precision:
+        raise PorterError("--target-model with --dtype/--autocast: a rewrite is compared in the dtype it was written in",
+                          hint="cast the rewrite in its factory, or drop --dtype/--autocast")
     spec = load_model(target_model)
     if spec.program is None:
         raise PorterError(f"--target-model {target_model} is a PyTorch model: it names a rewrite in JAX (Flax NNX or Equinox)",

@@ -134,7 +134,7 @@ class XlaStack(Stack):
     # ---- availability ----
     def availability_impl(self, device: str) -> Availability:
         try:
-            import jax
+            import jax  # noqa: F401 - importable is what is checked
         except ImportError as exc:
             return Availability(False, f"jax is not importable ({exc})", "pip install 'porter[xla]'")
         try:

@@ -102,12 +102,27 @@ def test_without_the_factories_the_finding_says_how_to_get_the_op(captures):
     assert "--target-model" in line and "nnx_twin_bad_eps" in line and "torch_twin" in line
 
 
+def test_the_live_pair_runs_torch_on_cpu_and_the_rewrite_on_xla_and_names_the_op(tmp_path):
+    out = tmp_path / "d"
+    r = run_porter("diagnose", f"{TWINS}:torch_twin", "--from", "cpu", "--to", "xla", "--target-model",
+                   f"{TWINS}:nnx_twin_bad_eps", "-o", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((out / "diagnosis.json").read_text())
+    assert d["module_map"]["share"] == 1.0 and d["headline"]["n"] >= 20  # timed alternately, here
+    assert d["inputs"]["source"]["label"] == "torch_twin@cpu:eager" and d["inputs"]["target"]["label"].startswith("nnx_twin_bad_eps@xla")
+    assert d["accuracy"]["suspects"] == ["layers/1/norm2"]
+    assert d["accuracy"]["ops"]["layers/1/norm2"]["call"] == "add(float32[4, 64, 1], 0.1)"
+    assert any("not re-timed alone" in w for w in d["warnings"])
+
+
 def test_target_model_refusals_are_one_line(captures, tmp_path):
     cases = [
         (["--from", str(captures / "torch_twin"), "--to", str(captures / "nnx_twin"), "--target-model", f"{TWINS}:nnx_twin"],
          "no MODEL is given"),
-        ([f"{TWINS}:torch_twin", "--from", "cpu", "--to", "xla", "--target-model", f"{TWINS}:nnx_twin"],
-         "not live targets yet"),
+        ([f"{TWINS}:nnx_twin", "--from", "cpu", "--to", "xla", "--target-model", f"{TWINS}:nnx_twin"],
+         "is a JAX program"),
+        ([f"{TWINS}:torch_twin", "--from", "cpu", "--to", "xla", "--target-model", f"{TWINS}:nnx_twin", "--dtype", "bf16"],
+         "a rewrite is compared in the dtype"),
         ([f"{TWINS}:torch_twin", "--from", str(captures / "torch_twin"), "--to", str(captures / "nnx_twin"),
           "--target-model", f"{TWINS}:torch_twin"], "is a PyTorch model"),
     ]
