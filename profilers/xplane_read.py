@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from porter.core.errors import TraceFormatError
-from porter.core.opclass import classify
+from porter.core.opclass import class_for_category, classify
 from porter.core.schema import NO_ID, NO_MODULE
 from profilers.base import ReadResult, TraceMeta, read_bytes
 from porter.core.tags import KERNEL_OP_PREFIX
@@ -123,7 +123,8 @@ def build_tables(groups: list[list[Event]], index: HloIndex, device_type: str, d
         knames = list(dict.fromkeys(e.name for e in group))
         if hlo:
             info = index.lookup(_program(first.stats), str(first.stats.get("hlo_module", "")), str(hlo), knames)
-            name, fw, cls, module = str(hlo), info.framework_op, info.op_class, info.module
+            name, fw, module = str(hlo), info.framework_op, info.module
+            cls = class_for_category(first.stats.get("hlo_category"), info.op_class)  # xprof's category, where the trace says it
             if len(group) > 1 and fw.startswith(KERNEL_OP_PREFIX):
                 name = fw  # a merged custom-kernel call (merge_kernels): named as the kernel, not its first HLO op
             cost = (info.flops, info.bytes, info.input_shapes, info.dtypes)

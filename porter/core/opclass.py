@@ -151,6 +151,32 @@ def classify(framework_op: str, kernel_names: list[str] | tuple[str, ...] = ()) 
     return max(votes, key=votes.get) if votes else "other"
 
 
+# xprof's HLO categories (the hlo_category stat of a TPU XPlane's op, hlo_stats' category
+# column) -> porter's class. A category names what XLA made of the op, where a fusion's name is
+# only its first instructions (broadcast_add_fusion is a loop fusion: an add, not a copy).
+# Specific classes porter reads from the op (norm, softmax, attention, a custom kernel) are kept.
+_CATEGORY_CLASSES: tuple[tuple[str, str], ...] = (
+    ("all-reduce|all-gather|all-to-all|reduce-scatter|collective|send|recv|ragged-all-to-all", "collective"),
+    ("copy-start|copy-done|data formatting|broadcast|slice fusion|copy", "copy"),
+    ("convolution|output fusion", "matmul"),  # XLA:TPU writes a dot as a convolution; an output fusion is a dot's epilogue
+    ("input fusion|reduce|sort|scatter|select-and-scatter", "reduction"),
+    ("loop fusion|non-fusion elementwise|elementwise", "elementwise"),
+)
+_KEPT_CLASSES = {"norm", "softmax", "attention", "custom_kernel", "conv"}
+
+
+def class_for_category(category: str | None, cls: str) -> str:
+    """The class an op of xprof's HLO category gets (cls: what the op's names said)."""
+    if not category or cls in _KEPT_CLASSES:
+        return cls
+    for pattern, target in _CATEGORY_CLASSES:
+        if re.search(pattern, category):
+            if (target == "matmul" and cls in ("matmul", "conv", "attention")) or (target == "reduction" and cls == "copy"):
+                return cls  # a dot XLA calls a convolution; an input fusion that is a transpose
+            return target
+    return cls
+
+
 def canonical_op(name: str) -> str:
     """An op call's name as eager and torchax both see it: no namespace, no overload, no dunder
     (``aten::add.Tensor``, ``aten::add`` and ``__add__`` are all ``add``). torchax meets some calls

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO, corpus_files
 from porter.bundles.ingest import open_any
-from porter.core.opclass import classify_op, op_tokens
+from porter.core.opclass import class_for_category, classify_op, op_tokens
 from porter.core.schema import OP_CLASSES
 
 EXAMPLE = re.compile(r"^\| `([^`]+)` \| (\w+) \|$")
@@ -26,6 +26,18 @@ def documented_examples() -> list[tuple[str, str]]:
 def test_documented_example(name, cls):
     assert cls in OP_CLASSES
     assert classify_op(name) == cls
+
+
+@pytest.mark.parametrize("category,names_said,cls", [
+    ("loop fusion", "copy", "elementwise"),  # broadcast_add_fusion: named by its first instruction
+    ("copy-done", "copy", "copy"), ("all-reduce", "reduction", "collective"), ("data formatting", "elementwise", "copy"),
+    ("convolution fusion", "elementwise", "matmul"), ("convolution fusion", "conv", "conv"),
+    ("input fusion", "elementwise", "reduction"), ("input fusion", "copy", "copy"),
+    ("loop fusion", "norm", "norm"), ("custom-call", "custom_kernel", "custom_kernel"), ("while", "other", "other"),
+    (None, "copy", "copy"),
+])
+def test_xprofs_hlo_category_sets_the_class_where_the_names_are_not_specific(category, names_said, cls):
+    assert class_for_category(category, names_said) == cls
 
 
 def test_short_names():

@@ -30,4 +30,10 @@ def test_tpu_ops_equal_xprof_hlo_stats(corpus: Path, tmp_path: Path) -> None:
     assert per_chip.index.tolist() == [0, 1, 2, 3] and (per_chip >= 1503).all()
     assert per_chip.sum() == sum(r["occurrences"] for r in rows) == 6013
     assert set(ops.loc[ops.name.str.startswith(("copy-start", "copy-done")), "op_class"]) == {"copy"}
+    # each op's class follows xprof's HLO category for it (broadcast_add_fusion is a loop fusion: an add, not a copy)
+    expected = {"loop fusion": "elementwise", "copy-start": "copy", "copy-done": "copy", "all-reduce": "collective",
+                "broadcast": "copy"}
+    assert {r["category"] for r in rows} == set(expected)
+    for r in rows:
+        assert set(ops.loc[ops.name == r["hlo_op_name"], "op_class"]) == {expected[r["category"]]}, r["hlo_op_name"]
     assert set(ops.loc[ops.name == "all-reduce", "op_class"]) == {"collective"}
