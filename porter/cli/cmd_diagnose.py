@@ -35,7 +35,7 @@ def diagnose(
     with_ops: bool = typer.Option(False, "--ops", help="Live capture: also check each op alone on the target stack (porter ops) and flag fallbacks, unsupported and mismatched ops in the report and fix plan."),
     max_inflate: Optional[float] = typer.Option(None, "--max-inflate", help=MAX_INFLATE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Precision port: the target (captured now) runs the model cast to fp32, fp64, bf16 or fp16; tolerances follow that dtype and each finding says whether its error is what the dtype implies or more."),
-    target_model: Optional[str] = typer.Option(None, "--target-model", help="The target ran a rewrite of MODEL in JAX (FILE.py:factory returning a Flax NNX or Equinox module), its modules paired with MODEL's by their parameters: both factories run here to measure the first suspect module's local error on one recorded call and name the op where the rewrite's computation leaves the original's. Both sides are bundles (porter capture each)."),
+    target_model: Optional[str] = typer.Option(None, "--target-model", help="The target ran a rewrite of MODEL in JAX (FILE.py:factory returning a Flax NNX or Equinox module), its modules paired with MODEL's by their parameters: both factories run here to measure the first suspect module's local error on one recorded call and name the op where the rewrite's computation leaves the original's. Live (--from cpu --to xla) or from two captures."),
     autocast: Optional[str] = typer.Option(None, "--autocast", help="Precision port on a torch stack: the target's forward runs under torch.autocast to bf16 or fp16 (weights stay as given)."),
 ) -> None:
     """Align two runs, attribute time and accuracy loss per op and module, rank fixes.
