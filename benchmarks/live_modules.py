@@ -16,7 +16,11 @@ coverage, the diagnosed top 3 gaps by leaf module beside their alone timing, bot
 and the agreement, the groups above 20x with their alone ratio, and the top 3 fixes.
 One intra-op thread by default (a shared machine: OpenMP kernels wait for descheduled threads).
 
-    .venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...]
+    .venv/bin/python -m benchmarks.live_modules [--models bert_small,...] [--targets xla,...] [--confirm all]
+
+With --confirm, the diagnosis re-times its significant module gaps alone first, and a module is
+significant only where that bears the profiled gap out; the check is then held twice: the
+profiled gaps, and the gaps porter reports (the alone gap where confirmed).
 """
 
 from __future__ import annotations
@@ -299,16 +303,30 @@ def step_scaled(d: Any, rows: Any) -> Any:
     return scaled_to_step(rows, d.extras.get("headline") or {})
 
 
-def check(model: str, target: str, out: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One model x target: the diagnosis, then its leaf modules (and extra) timed alone. Returns
-    the figures. model: a library model's name, or FILE:FACTORY."""
+def reported_gaps(d: Any, diagnosed: dict[str, float]) -> dict[str, float]:
+    """Leaf module -> the gap porter reports for it: its gap alone where the diagnosis re-timed
+    it and the alone timing bore the profiled gap out (by_module's evidence 'confirmed alone'),
+    else the diagnosed (profiled) gap."""
+    bm = d.by_module.set_index("key")
+    if "evidence" not in bm.columns:
+        return dict(diagnosed)
+    return {k: float(bm.at[k, "alone_gap_us"]) if bm.at[k, "evidence"] == "confirmed alone" else g
+            for k, g in diagnosed.items()}
+
+
+def check(model: str, target: str, out: Path, extra: tuple[str, ...] = (), confirm: int = 0) -> dict[str, Any]:
+    """One model x target: the diagnosis (its module gaps re-timed alone by porter as
+    `--confirm` asks: porter.pipeline.confirmation), then its leaf modules (and extra) timed
+    alone here, independently. Returns the figures. model: a library model's name, or FILE:FACTORY."""
     from porter.capture.models import load_model
     from porter.capture.options import CaptureOptions
     from porter.pipeline.diagnose import diagnose_specs
 
     ref = model if ":" in model else f"{LIBRARY}:{model}"
-    d, _ = diagnose_specs("cpu", target, out, model=ref, report=False,
+    t0 = time.perf_counter()
+    d, _ = diagnose_specs("cpu", target, out, model=ref, report=False, confirm=confirm,
                           capture_options=CaptureOptions(steps=STEPS, warmup=1, repeats=5, activations=False))
+    print(f"\n(diagnosis {time.perf_counter() - t0:.0f} s, of which confirm {d.seconds.get('confirm', 0):.0f} s)")
     stats = d.alignment.stats
     cov = d.coverage()
     steps = max(d.e2e.source.n, 1)
@@ -351,15 +369,30 @@ def check(model: str, target: str, out: Path, extra: tuple[str, ...] = ()) -> di
         print(f"agreement: {ag.agree}/3 (top 3 with ties within the 95% intervals, same sign); strict (no tolerance): {ag.strict}/3")
         result.update(agree=ag.agree, strict=ag.strict, agreement=ag)
         sig = set(d.by_module.loc[d.by_module["significant"].astype(bool), "key"]) if "significant" in d.by_module else set()
-        h = held(diag_gap, sig, alone)
-        result["held"] = h
-        print(f"significant module gaps within {WITHIN:g}x of alone (same sign): {len(h.within)}/{len(h.significant)}; "
-              f"where alone finds none: {len(h.phantom)}")
+        profiled_sig = {r["module"] for r in (d.confirmed or {}).get("modules", []) if r["profiled_significant"]} | sig
+        before = held(diag_gap, profiled_sig, alone)
+        print(f"profiled (before porter's confirmation): significant module gaps within {WITHIN:g}x of alone "
+              f"(same sign): {len(before.within)}/{len(before.significant)}; where alone finds none: {len(before.phantom)}")
+        shown = reported_gaps(d, diag_gap)
+        h = held(shown, sig, alone)
+        result.update(held=h, held_profiled=before)
+        print(f"reported (after it): significant module gaps within {WITHIN:g}x of alone (same sign): "
+              f"{len(h.within)}/{len(h.significant)}; where alone finds none: {len(h.phantom)}")
+        ev = d.by_module.set_index("key")["evidence"] if "evidence" in d.by_module else {}
+        dropped = [k for k in before.significant if k not in sig]
+        found = [k for k in dropped if k not in before.phantom]
+        result.update(dropped=dropped, dropped_with_gap_alone=found)
+        print(f"dropped by porter's confirmation: {len(dropped)}, of which this alone timing finds a gap for "
+              f"{len(found)}")
+        for k in dropped:
+            print(f"  {ev.get(k, 'profiled')}: {k} profiled {diag_gap[k]:+.1f}, porter alone "
+                  f"{d.by_module.set_index('key').at[k, 'alone_gap_us']:+.1f}, alone here {alone[k].gap:+.1f} "
+                  f"+- {alone[k].ci:.1f} us")
         for k in h.significant:
             verdict = "no gap alone" if k in h.phantom else "within" if k in h.within else "off"
-            ratio = diag_gap[k] / alone[k].gap if alone[k].gap else float("nan")
-            print(f"  {verdict}: {k} diagnosed {diag_gap[k]:+.1f}, alone {alone[k].gap:+.1f} +- {alone[k].ci:.1f} us "
-                  f"(x{ratio:.2f})")
+            ratio = shown[k] / alone[k].gap if alone[k].gap else float("nan")
+            print(f"  {verdict}: {k} reported {shown[k]:+.1f} ({ev.get(k, 'profiled')}; profiled {diag_gap[k]:+.1f}), "
+                  f"alone {alone[k].gap:+.1f} +- {alone[k].ci:.1f} us (x{ratio:.2f})")
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)
@@ -385,14 +418,18 @@ def main() -> None:
                     help="intra-op threads (1: on a shared machine OpenMP kernels otherwise wait for descheduled threads)")
     ap.add_argument("--modules", default="", help="non-leaf module paths to time alone too (a, b/c): a planted op "
                     "in a module's own forward")
+    ap.add_argument("--confirm", default="0", help="porter diagnose's --confirm: N or all (0: the profiled gaps alone)")
     a = ap.parse_args()
+    from porter.pipeline.confirmation import parse_confirm
+
+    confirm = parse_confirm(a.confirm)
     extra = tuple(m for m in a.modules.split(",") if m)
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory(prefix="porter-live-") as tmp:
         for model in a.models.split(","):
             for target in a.targets.split(","):
                 name = model.rpartition(":")[2]
-                check(model, target, Path(tmp) / f"{name}_{target.replace(':', '_')}", extra)
+                check(model, target, Path(tmp) / f"{name}_{target.replace(':', '_')}", extra, confirm)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "remove_reports", "write_reports"]
 
 
-from reports.fields import _f, _get
+from reports.fields import _f, _get, within_noise
 from reports.findings import _accuracy, _fixes, confirmed_rows, plan_of, tried_best, tried_rows
 
 
@@ -127,7 +127,8 @@ def _time_rows(rows: Iterable[dict], empty: str = NO_MODULE) -> list[TimeRow]:
     """Roll-up rows; a blank key (ops outside any module) gets a name, gross split when present."""
     return [TimeRow(key=str(r.get("key") or empty), source_us=_f(r.get("source_us")) or 0.0,
                     target_us=_f(r.get("target_us")) or 0.0,
-                    gross_loss_us=_f(r.get("gross_loss_us")), gross_win_us=_f(r.get("gross_win_us")))
+                    gross_loss_us=_f(r.get("gross_loss_us")), gross_win_us=_f(r.get("gross_win_us")),
+                    within_noise=within_noise(r))
             for r in rows or []]
 
 

@@ -70,6 +70,7 @@ class TimeRow(Gap):
     module: str = ""
     gross_loss_us: float | None = None  # op classes: the gaps of the slower op shapes, summed
     gross_win_us: float | None = None  # and of the faster ones (negative); loss + win = gap
+    within_noise: bool = False  # a live pair's gap interval holds zero, or alone timing did not bear it out
 
     @property
     def roofline_distance(self) -> float | None:

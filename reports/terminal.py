@@ -203,7 +203,8 @@ def outside_lines(stats: dict, width: int) -> list[str]:
     return wrap(f"outside every module, unmatched (in coverage's denominator): {'; '.join(parts)}", width)
 
 
-ONE_SIDE = {"source": "src only", "target": "tgt only"}  # a row on one side has no ratio (porter.analysis.opshape)
+ONE_SIDE = {"source": "src only", "target": "tgt only"}
+NOT_BORNE_OUT = ("not reproduced alone", "opposite sign alone")  # by_module's evidence (porter.pipeline.confirmation)  # a row on one side has no ratio (porter.analysis.opshape)
 
 
 def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate, only_on: Any = "") -> str:
@@ -228,9 +229,18 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
         lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten, r.get("only_on")) for r in chosen] or ["  (none)"]
     if noise:
         biggest = max(abs(_gap(r)[0] or 0.0) for r in noise)
-        lines += wrap(f"within noise: {len(noise)} more, whose gap per profiled step has a 95% interval "
-                      f"holding zero (largest {_us(biggest)})", width, "  ")
+        unborne = sum(1 for r in noise if r.get("evidence") in NOT_BORNE_OUT)
+        why = (f"{len(noise) - unborne} whose gap per profiled step has a 95% interval holding zero, {unborne} "
+               "significant in the profile but not alone (--confirm)" if unborne else
+               "whose gap per profiled step has a 95% interval holding zero")
+        lines += wrap(f"within noise: {len(noise)} more, {why} (largest {_us(biggest)})", width, "  ")
     return lines
+
+
+def module_name(r: dict) -> str:
+    """A by_module (kind) row's name, marked where the module alone bore its gap out (--confirm)."""
+    name = r.get("key") or "(no module)"
+    return f"{name} (confirmed alone)" if r.get("evidence") == "confirmed alone" else name
 
 
 def _gap(r: dict) -> tuple[float, Any]:
@@ -405,7 +415,7 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     mods, kinds = d.get("by_module") or [], d.get("by_module_kind") or []
     folded = bool(kinds) and len(kinds) < len(mods)
     lines += confirmed_lines(d.get("confirmed"), width)  # first: the profile's suspects, measured alone
-    lines += losses_and_wins(kinds if folded else mods, lambda r: r.get("key") or "(no module)", width,
+    lines += losses_and_wins(kinds if folded else mods, module_name, width,
                              "module kind (instances summed)" if folded else "module", top)
     if d.get("by_class"):
         lines += class_lines(d["by_class"], width)

@@ -273,8 +273,10 @@ def where_rows(m: ReportModel) -> tuple[str, list[TimeRow]]:
 
 
 def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[TimeRow]]:
-    """The n largest losses (target slower) and n largest wins (target faster) by module (kind)."""
+    """The n largest losses (target slower) and n largest wins (target faster) by module (kind),
+    of the rows beyond noise (a live pair's: porter.analysis.gap_noise, --confirm)."""
     _, rows = where_rows(m)
+    rows = [r for r in rows if not r.within_noise]
     losses = sorted((r for r in rows if r.gap_us > 0), key=lambda r: r.gap_us, reverse=True)[:n]
     wins = sorted((r for r in rows if r.gap_us < 0), key=lambda r: r.gap_us)[:n]
     return losses, wins

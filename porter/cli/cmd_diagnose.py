@@ -28,7 +28,7 @@ def diagnose(
     steps: int = typer.Option(10, "--steps", help="Live capture: profiled forwards per side (10: each module gap's 95% interval runs from the 2nd to the 9th per-step gap, porter.analysis.gap_noise)."),
     warmup: int = typer.Option(WARMUP, "--warmup", help="Live capture: unrecorded forwards before timing and profiling (the measurement policy's default, as capture and bench)."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
-    confirm: int = typer.Option(5, "--confirm", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); the summary and the fix plan then rank confirmed gaps. 0: off."),
+    confirm: str = typer.Option("5", "--confirm", metavar="N|all", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); a module is then significant only where its gap alone bears the profiled one out, and the summary and the fix plan rank those. all: every module whose profiled gap is significant (minutes on a real-size model). 0: off."),
     with_tune: bool = typer.Option(False, "--tune", help="Live pair: after the diagnosis, try the fix plan's recipes on the target (porter tune, into DIR/tune/) and carry each measured recovery into the fix plan and the reports (a Tried section)."),
     tune_budget: float = typer.Option(180.0, "--tune-budget", help="With --tune: seconds for the tune, compiles included."),
     with_perfetto: bool = typer.Option(False, "--perfetto", help="Also write DIR/pair.pftrace: both runs on one Perfetto timeline, each matched group linked by a flow (as `porter export DIR`)."),
@@ -63,6 +63,7 @@ def diagnose(
         check_inputs(src, tgt, model)  # every typo said at once, before torch, jax or the tables load
         if oracle not in (None, "fp64"):
             raise PorterError(f"--oracle must be fp64, not {oracle!r}")
+        confirm_n = _confirm_count(confirm)
         recorded = [(role, text) for role, text in (("source", src), ("target", tgt)) if Path(text).exists()]
         if with_tune and recorded:
             role, text = recorded[0]
@@ -89,7 +90,7 @@ def diagnose(
             # keep_analysis=False: the analysis is freed before the reports render (the peak memory)
             _, dest = diagnose_specs(src, tgt, out_dir, model=model, target_model=target_model, force=force, oracle=oracle, catalogue=catalogue,
                                      report=not no_report, keep_analysis=False, capture_options=opts,
-                                     progress=progress, command=command, ops=with_ops, confirm=confirm, target_dtype=dtype or "",
+                                     progress=progress, command=command, ops=with_ops, confirm=confirm_n, target_dtype=dtype or "",
                                      target_autocast=autocast or "")
     except PorterError as exc:
         fail(exc)
@@ -196,3 +197,14 @@ def report(
         fail(exc)
     for p in paths:
         out.print(str(p), highlight=False)
+
+
+def _confirm_count(text: str) -> int:
+    """--confirm's value as porter.pipeline.confirmation takes it; a bad one is a PorterError."""
+    from porter.pipeline.confirmation import parse_confirm
+
+    try:
+        return parse_confirm(text)
+    except ValueError:
+        raise PorterError(f"--confirm takes a count of modules or 'all', not {text!r}",
+                          hint="--confirm 5 (the default), --confirm all, --confirm 0 (off)") from None

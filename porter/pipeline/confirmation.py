@@ -2,32 +2,68 @@
 (porter.capture.confirm), and what the rest of the diagnosis takes from it.
 
 Chosen: the N modules with the largest gap per unprofiled step (diagnosis.json by_module on a
-live pair), the root excluded (it is the whole model); listed by their gap alone, largest loss
-first (a fused kernel charged to a neighbour can hide the real loss in the profile, and the
-alone timing brings it back to the top). Each keeps its profiled gap and interval
-beside the confirmed one; a module whose confirmed interval holds zero is marked within noise
-in by_module and in the groups of that module, so that the summary and the fix plan
-(porter.analysis.fixrank) rank confirmed gaps only.
+live pair), or with `--confirm all` every module whose profiled gap is significant, the root
+excluded (it is the whole model); listed by their gap alone, largest loss first (a fused kernel
+charged to a neighbour can hide the real loss in the profile, and the alone timing brings it
+back to the top). Each keeps its profiled gap and interval beside the confirmed one.
+
+What the rest of the diagnosis takes from it (apply_confirmed): by_module carries each re-timed
+module's gap alone and its interval (alone_gap_us, alone_low_us, alone_high_us) and an
+`evidence` column; a module is significant only where the alone timing bears its profiled gap
+out (interval excluding zero, same sign). A profiled gap that alone timing does not reproduce
+(BERT-base's output dense layers: +1.7 ms per layer in XLA's own in-model event, equal alone
+within 10%) is "not reproduced alone", and marked within noise in by_module and in the groups
+of that module, so that the summary and the fix plan (porter.analysis.fixrank) rank only gaps
+that hold on both measurements.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # the CLI parses --confirm from here before pandas loads
+    import pandas as pd
 
-from porter.pipeline.result import Diagnosis
+    from porter.pipeline.result import Diagnosis
 
 Progress = Any
 
+CONFIRM_ALL = -1  # `--confirm all`: every module whose profiled gap is significant
+ALL_BUDGET_S = 90.0  # repeats stop early past this with --confirm all (at least 10 are taken)
+EVIDENCE = {"confirmed": "confirmed alone", "quiet": "not reproduced alone", "opposite": "opposite sign alone",
+            "error": "not replayed", "profiled": "profiled"}
 
-def suspects(by_module: pd.DataFrame, n: int) -> list[str]:
+
+def parse_confirm(text: str) -> int:
+    """`--confirm`'s value: a count of modules, or 'all' (CONFIRM_ALL); ValueError otherwise."""
+    if text.strip().lower() == "all":
+        return CONFIRM_ALL
+    n = int(text)
+    if n < 0:
+        raise ValueError(text)
+    return n
+
+
+def suspects(by_module: pd.DataFrame, n: int, kinds: pd.DataFrame | None = None) -> list[str]:
     """The n modules with the largest |gap| per unprofiled step (the profiled total where there
-    is no per-step column), the root ('') left out."""
-    if n <= 0 or by_module.empty:
+    is no per-step column), the root ('') left out; n = CONFIRM_ALL: every module whose profiled
+    gap is significant, or whose kind's is (kinds: by_module_kind; twelve layers' small gaps can
+    add up to a significant one), in the same order."""
+    if n == 0 or by_module.empty:
         return []
     rows = by_module[by_module["key"] != ""]
+    if n == CONFIRM_ALL:
+        if "significant" not in rows.columns:
+            return []
+        from porter.analysis.attribute import module_kind
+
+        loud = set() if kinds is None or "significant" not in kinds.columns else set(
+            kinds.loc[kinds["significant"].fillna(False).astype(bool).to_numpy(), "key"].astype(str))
+        own = rows["significant"].fillna(False).astype(bool).to_numpy()
+        of_kind = rows["key"].astype(str).map(lambda k: module_kind(k) in loud).to_numpy(bool)
+        rows = rows[own | of_kind]
+        n = len(rows)
     if "source_step_us" in rows.columns:
         gap = (rows["target_step_us"] - rows["source_step_us"]).abs()
     else:
@@ -38,17 +74,18 @@ def suspects(by_module: pd.DataFrame, n: int) -> list[str]:
 def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: Progress) -> dict[str, Any] | None:
     """Re-time the suspects alone when both stacks are here (a live pair run by this process)
     and the target runs the model as given (not a precision port); None otherwise."""
-    if n <= 0 or model is None or not d.pair.here or d.target.manifest.get("precision"):
+    if n == 0 or model is None or not d.pair.here or d.target.manifest.get("precision"):
         return None
     from porter.capture.confirm import confirm
 
-    paths = suspects(d.by_module, n)
+    paths = suspects(d.by_module, n, d.by_module_kind)
     if not paths:
         return None
     stacks = [str((b.manifest.get("target") or {}).get("stack") or "") for b in (d.source, d.target)]
     progress(f"confirming the {len(paths)} largest module gaps: each module alone on both stacks")
     t0 = time.perf_counter()
-    done = confirm(model.module, model.example_inputs, paths, stacks[0], stacks[1], cpu_clock=cpu_clock)
+    budget = {"budget_s": ALL_BUDGET_S} if n == CONFIRM_ALL else {}
+    done = confirm(model.module, model.example_inputs, paths, stacks[0], stacks[1], cpu_clock=cpu_clock, **budget)
     profiled = d.by_module.set_index("key")
     rows = []
     for c in done:
@@ -61,13 +98,32 @@ def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: P
     rows.sort(key=lambda r: (bool(r["error"]), not r["significant"], -(r["gap_us"] if r["gap_us"] == r["gap_us"] else 0.0)))
     d.seconds["confirm"] = time.perf_counter() - t0
     return {"clock": "cpu" if cpu_clock else "wall", "stacks": stacks, "modules": rows,
+            "chosen": "every significant module" if n == CONFIRM_ALL else f"the {n} largest module gaps",
             "method": "each module alone on both stacks with the arguments it got in one forward, every call, "
                       "interleaved, less each call's floor; median over repeats, 95% order-statistic interval"}
 
 
+def verdict(row: dict[str, Any]) -> str:
+    """EVIDENCE's key for one re-timed module: does its gap alone bear the profiled gap out?"""
+    if row["error"]:
+        return "error"
+    if not row["significant"]:
+        return "quiet"
+    return "confirmed" if (row["profiled_gap_us"] or 0.0) * row["gap_us"] > 0 else "opposite"
+
+
 def apply_confirmed(d: Diagnosis, block: dict[str, Any]) -> None:
-    """Modules confirmed within noise are within noise everywhere the diagnosis ranks."""
-    quiet = {r["module"] for r in block["modules"] if not r["error"] and not r["significant"]}
+    """by_module gets each re-timed module's gap alone and its evidence; a module whose gap
+    alone holds zero or has the other sign is within noise everywhere the diagnosis ranks."""
+    said = {r["module"]: (verdict(r), r) for r in block["modules"]}
+    bm = d.by_module
+    keys = bm["key"].astype(str).to_numpy()
+    nan = float("nan")
+    alone = {c: [said[k][1][src] if k in said and said[k][0] != "error" else nan for k in keys]
+             for c, src in (("alone_gap_us", "gap_us"), ("alone_low_us", "gap_low_us"), ("alone_high_us", "gap_high_us"))}
+    evidence = [EVIDENCE[said[k][0]] if k in said else EVIDENCE["profiled"] for k in keys]
+    d.by_module = bm.assign(**alone, evidence=evidence)
+    quiet = {k for k, (v, _) in said.items() if v in ("quiet", "opposite")}
     if not quiet:
         return
     for name in ("by_module", "groups"):
@@ -76,6 +132,24 @@ def apply_confirmed(d: Diagnosis, block: dict[str, Any]) -> None:
         if "significant" in t.columns:
             hit = t[key].isin(quiet).to_numpy()
             setattr(d, name, t.assign(significant=t["significant"].to_numpy() & ~hit))
+    _quiet_kinds(d, quiet, set(said) - quiet)
+
+
+def _quiet_kinds(d: Diagnosis, quiet: set[str], kept: set[str]) -> None:
+    """A module kind is within noise when every one of its instances was re-timed and none bore
+    its profiled gap out (one unconfirmed instance keeps the kind's profiled verdict)."""
+    kinds = getattr(d, "by_module_kind", None)
+    if kinds is None or kinds.empty or "significant" not in kinds.columns:
+        return
+    from porter.analysis.attribute import module_kind
+
+    members: dict[str, list[str]] = {}
+    for k in d.by_module["key"].astype(str):
+        if k:
+            members.setdefault(module_kind(k), []).append(k)
+    dead = {kind for kind, ks in members.items() if all(k in quiet for k in ks) and not any(k in kept for k in ks)}
+    hit = kinds["key"].astype(str).isin(dead).to_numpy()
+    d.by_module_kind = kinds.assign(significant=kinds["significant"].to_numpy() & ~hit)
 
 
 def _step_gap(p: Any) -> float | None:

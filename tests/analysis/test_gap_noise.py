@@ -98,6 +98,14 @@ def test_confirm_retimes_the_largest_module_gaps_alone_on_both_stacks(tmp_path):
         assert m["gap_low_us"] <= m["gap_us"] <= m["gap_high_us"]
         assert m["profiled_gap_us"] == pytest.approx(steps[m["module"]])
         assert m["significant"] == (m["gap_low_us"] > 0 or m["gap_high_us"] < 0)
+        # by_module carries the gap alone and whether it bore the profiled one out; one it did
+        # not is within noise there (the summary and the fix plan rank by_module's significant)
+        row = next(r for r in d["by_module"] if r["key"] == m["module"])
+        borne = m["significant"] and m["gap_us"] * m["profiled_gap_us"] > 0
+        assert row["alone_gap_us"] == m["gap_us"]
+        assert row["evidence"] == ("confirmed alone" if borne else
+                                   "not reproduced alone" if not m["significant"] else "opposite sign alone")
+        assert row["significant"] == (borne and m["profiled_significant"])
     assert "confirmed alone (eager vs xla" in r.stdout.replace("\n", " ")
     assert d["seconds"]["confirm"] > 0
     md = (tmp_path / "report.md").read_text()

@@ -1,0 +1,92 @@
+"""What a diagnosis takes from its module gaps re-timed alone (porter.pipeline.confirmation):
+which modules are chosen, and which stay significant, on the tables a live pair writes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from porter.pipeline.confirmation import CONFIRM_ALL, apply_confirmed, parse_confirm, suspects
+from conftest import run_porter
+
+NAN = float("nan")
+
+
+def _by_module() -> pd.DataFrame:
+    # gaps per step: fc1 instances +300/+280 (significant), act +40 (not), attn -90 (significant)
+    return pd.DataFrame({
+        "key": ["", "blocks/0/mlp/fc1", "blocks/1/mlp/fc1", "blocks/0/mlp/act", "blocks/1/mlp/act", "blocks/0/attn"],
+        "source_step_us": [1000.0, 100.0, 100.0, 10.0, 10.0, 200.0],
+        "target_step_us": [1500.0, 400.0, 380.0, 50.0, 12.0, 110.0],
+        "gap_low_us": [100.0, 50.0, 40.0, -5.0, -3.0, -150.0],
+        "gap_high_us": [900.0, 500.0, 450.0, 80.0, 6.0, -20.0],
+        "significant": [True, True, True, False, False, True],
+    })
+
+
+def _kinds() -> pd.DataFrame:
+    return pd.DataFrame({"key": ["", "blocks/*/mlp/fc1", "blocks/*/mlp/act", "blocks/*/attn"],
+                         "significant": [True, True, True, True]})
+
+
+def _row(module: str, profiled: float, gap: float, lo: float, hi: float, error: str = "") -> dict:
+    return {"module": module, "gap_us": gap, "gap_low_us": lo, "gap_high_us": hi, "error": error,
+            "significant": not error and (lo > 0 or hi < 0), "profiled_gap_us": profiled}
+
+
+def test_parse_confirm_takes_a_count_or_all():
+    assert parse_confirm("all") == CONFIRM_ALL and parse_confirm(" ALL ") == CONFIRM_ALL
+    assert parse_confirm("0") == 0 and parse_confirm("7") == 7
+    for bad in ("-1", "some", ""):
+        with pytest.raises(ValueError):
+            parse_confirm(bad)
+
+
+def test_confirm_all_chooses_every_significant_module_and_every_instance_of_a_significant_kind():
+    bm = _by_module()
+    # own significance only: the two fc1 layers and attn, largest |gap| first, never the root
+    assert suspects(bm, CONFIRM_ALL) == ["blocks/0/mlp/fc1", "blocks/1/mlp/fc1", "blocks/0/attn"]
+    # the act kind is significant though neither instance is: both are re-timed too
+    assert suspects(bm, CONFIRM_ALL, _kinds()) == ["blocks/0/mlp/fc1", "blocks/1/mlp/fc1", "blocks/0/attn",
+                                                    "blocks/0/mlp/act", "blocks/1/mlp/act"]
+    assert suspects(bm, 2) == ["blocks/0/mlp/fc1", "blocks/1/mlp/fc1"]  # a count: the largest gaps
+    assert suspects(bm, 0) == []
+
+
+def test_a_gap_alone_timing_does_not_bear_out_is_within_noise_everywhere_it_ranks():
+    """fc1/0 confirmed; fc1/1 within noise alone; attn the other sign alone; act/0 not
+    replayed: by_module carries each verdict and gap alone, and only fc1/0 stays significant
+    of the three judged; the groups follow their modules; a kind is quiet only when all its
+    instances were re-timed and none bore it out."""
+    d = SimpleNamespace(
+        by_module=_by_module(), by_module_kind=_kinds(),
+        groups=pd.DataFrame({"module": ["blocks/0/mlp/fc1", "blocks/1/mlp/fc1", "blocks/0/attn", "blocks/0/mlp/act"],
+                             "significant": [True, True, True, True]}))
+    block = {"modules": [_row("blocks/0/mlp/fc1", 300.0, 260.0, 200.0, 320.0),
+                         _row("blocks/1/mlp/fc1", 280.0, 10.0, -30.0, 50.0),
+                         _row("blocks/0/attn", -90.0, 40.0, 20.0, 60.0),
+                         _row("blocks/0/mlp/act", 40.0, NAN, NAN, NAN, error="RuntimeError: no")]}
+    apply_confirmed(d, block)
+    bm = d.by_module.set_index("key")
+    assert bm["evidence"].to_dict() == {
+        "": "profiled", "blocks/0/mlp/fc1": "confirmed alone", "blocks/1/mlp/fc1": "not reproduced alone",
+        "blocks/1/mlp/act": "profiled", "blocks/0/mlp/act": "not replayed", "blocks/0/attn": "opposite sign alone"}
+    assert bm["significant"].to_dict() == {"": True, "blocks/0/mlp/fc1": True, "blocks/1/mlp/fc1": False,
+                                           "blocks/0/mlp/act": False, "blocks/1/mlp/act": False, "blocks/0/attn": False}
+    assert bm.at["blocks/0/mlp/fc1", "alone_gap_us"] == 260.0 and bm.at["blocks/0/attn", "alone_low_us"] == 20.0
+    assert bm["alone_gap_us"].isna().to_dict() == {"": True, "blocks/0/mlp/fc1": False, "blocks/1/mlp/fc1": False,
+                                                   "blocks/0/mlp/act": True, "blocks/1/mlp/act": True,
+                                                   "blocks/0/attn": False}
+    assert d.groups["significant"].tolist() == [True, False, False, True]
+    # attn's only instance was not borne out; fc1 has a confirmed one; act's were not all re-timed
+    assert d.by_module_kind.set_index("key")["significant"].to_dict() == {
+        "": True, "blocks/*/mlp/fc1": True, "blocks/*/mlp/act": True, "blocks/*/attn": False}
+
+
+def test_a_bad_confirm_value_is_one_line_before_any_capture(tmp_path):
+    r = run_porter("diagnose", "--from", "cpu", "--to", "xla", "--confirm", "most", "-o", str(tmp_path / "d"))
+    assert r.returncode == 2
+    assert "--confirm takes a count of modules or 'all', not 'most'" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "d").exists()
