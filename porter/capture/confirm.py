@@ -34,8 +34,8 @@ REPEATS = 30  # interleaved repeats: a median of 30 has a 95% interval from the 
 # untimed calls of the same callable before each timed one, so that the timed call finds its
 # inputs, weights and output buffers as a run of itself leaves them, whatever ran before it: with
 # none, the source's call (always first) read a GELU's input after a 36 MB GEMM had evicted it and
-# the target's read it warm, so eager against eager read -112 us of 470; one settles the cache,
-# not the allocator (-22 to -36 us, 4 runs); three leave -9 to +2 us, intervals holding zero
+# the target's read it warm, so eager against eager read -112 us of 470; one settling
+# call left -22 to -36 us (4 runs); three leave -9 to +2 us, intervals holding zero
 # (tests/capture/test_confirm_settle.py). A module alone then reads the same gap whatever else is
 # timed in its loop: bert_base's first GELU on inductor read -30 us beside the encoder's non-leaf
 # modules and +55 us beside the other GELUs alone; settled, +50 and +68.
