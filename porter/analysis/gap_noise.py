@@ -6,7 +6,9 @@ nothing said a gap was noise. Each profiled step of one side is paired with the 
 same rank on the other (step k with step k: the steps are repeats of one forward, so any
 pairing is fair, and a paired difference carries both sides' noise); the gap per step is
 target minus source, each side scaled as diagnosis.json's per-step times are
-(porter.analysis.headline.step_scale). The interval is the median's 95% order-statistic
+(porter.analysis.headline.step_scale), and the interval is widened by each side's scale
+interval (step_scale_bounds): a scale is itself measured, and one profiling phase slowed by
+another process moves every op of that side alike. The interval is the median's 95% order-statistic
 interval of those per-step gaps (porter.core.samples.median_ci: under 6 steps, their range),
 and a gap is ``significant`` when that interval excludes zero. With 3 steps that asks all
 three to agree in sign, which noise alone does 1 time in 4; the CLI profiles
@@ -41,24 +43,45 @@ def _per_step(ops: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
     return tab.reindex(columns=sorted(tab.columns), fill_value=0.0)
 
 
-def _scales(headline: Mapping[str, Any] | None) -> tuple[float, float]:
+Bounds = tuple[tuple[float, float], tuple[float, float]]
+
+
+def _scales(headline: Mapping[str, Any] | None) -> tuple[tuple[float, float], Bounds]:
+    """Each side's step_scale and its 95% interval (porter.analysis.headline.step_scale_bounds)."""
     sides = (headline or {}).get("sides") or {}
-    return tuple(float((sides.get(r) or {}).get("step_scale") or 1.0) for r in ("source", "target"))  # type: ignore[return-value]
+    points, bounds = [], []
+    for role in ("source", "target"):
+        side = sides.get(role) or {}
+        point = float(side.get("step_scale") or 1.0)
+        lo, hi = side.get("step_scale_ci95") or (point, point)
+        points.append(point)
+        bounds.append((float(lo), float(hi)))
+    return (points[0], points[1]), (bounds[0], bounds[1])
 
 
-def gap_intervals(source: pd.DataFrame, target: pd.DataFrame, scales: tuple[float, float]) -> pd.DataFrame:
+def gap_intervals(source: pd.DataFrame, target: pd.DataFrame, scales: tuple[float, float],
+                  bounds: Bounds | None = None) -> pd.DataFrame:
     """key -> gap_low_us, gap_high_us (the 95% interval of the per-step gap), gap_steps (the
-    steps paired) and significant, from each side's key x step table (_per_step)."""
+    steps paired) and significant, from each side's key x step table (_per_step).
+
+    bounds: each side's scale interval. The gap target * a - source * b rises with a and falls
+    with b (times are never negative), so the low end is the steps' low end at (a_low, b_high)
+    and the high end theirs at (a_high, b_low): a scale known to 8% moves a 125 us module's gap
+    by 10 us, which its steps alone do not show."""
     if source.empty or target.empty:
         return pd.DataFrame(columns=list(GAP_COLUMNS))
+    (s_lo, s_hi), (t_lo, t_hi) = bounds or ((scales[0], scales[0]), (scales[1], scales[1]))
     n = min(source.shape[1], target.shape[1])
     keys = source.index.union(target.index)
-    s = source.reindex(keys, fill_value=0.0).to_numpy()[:, :n] * scales[0]
-    t = target.reindex(keys, fill_value=0.0).to_numpy()[:, :n] * scales[1]
-    gaps = t - s
+    s = source.reindex(keys, fill_value=0.0).to_numpy()[:, :n]
+    t = target.reindex(keys, fill_value=0.0).to_numpy()[:, :n]
     rows = []
-    for g in gaps:
-        lo, hi = median_ci(g) if n >= 2 else (np.nan, np.nan)
+    for si, ti in zip(s, t):
+        if n >= 2:
+            lo = median_ci(ti * min(t_lo, scales[1]) - si * max(s_hi, scales[0]))[0]
+            hi = median_ci(ti * max(t_hi, scales[1]) - si * min(s_lo, scales[0]))[1]
+        else:
+            lo = hi = np.nan
         rows.append((lo, hi, n, bool(n >= 2 and (lo > 0 or hi < 0))))
     return pd.DataFrame(rows, index=keys, columns=list(GAP_COLUMNS))
 
@@ -72,7 +95,7 @@ def with_key_gaps(table: pd.DataFrame, al: Any, headline: Mapping[str, Any] | No
     tk = target_keys if target_keys is not None else al.target_ops[column].to_numpy(dtype=object)
     src = _per_step(al.source_ops, sk)
     tgt = _per_step(al.target_ops, tk)
-    return _joined(table, "key", gap_intervals(src, tgt, _scales(headline)))
+    return _joined(table, "key", gap_intervals(src, tgt, *_scales(headline)))
 
 
 def with_group_gaps(groups: pd.DataFrame, al: Any, headline: Mapping[str, Any] | None) -> pd.DataFrame:
@@ -83,7 +106,7 @@ def with_group_gaps(groups: pd.DataFrame, al: Any, headline: Mapping[str, Any] |
 
     src = _per_step(al.source_ops, keys(al.source_ops, "source_op_ids"))
     tgt = _per_step(al.target_ops, keys(al.target_ops, "target_op_ids"))
-    return _joined(groups, "group_id", gap_intervals(src, tgt, _scales(headline)))
+    return _joined(groups, "group_id", gap_intervals(src, tgt, *_scales(headline)))
 
 
 def _joined(table: pd.DataFrame, on: str, gaps: pd.DataFrame) -> pd.DataFrame:

@@ -37,6 +37,31 @@ def test_the_step_scale_applies_before_the_gap():
     assert not g.loc["m", "significant"] and g.loc["m", "gap_low_us"] == pytest.approx(0.0)
 
 
+def test_a_gap_made_by_one_sides_scale_is_within_the_scales_interval():
+    """The same stack against itself once read a target profiled 2.05x [1.88, 2.20] slower than
+    unprofiled and a source 1.50x [1.42, 1.58]: with each side's point scale, a module truly
+    equal on both (100 us) read 10 us faster on the target beyond its steps' noise; within the
+    scales' intervals it is noise, and a gap five times larger stays significant."""
+    from porter.analysis.headline import step_scale, step_scale_bounds
+    from porter.core.stats import RatioInterval
+
+    rng = np.random.default_rng(3)
+    n = DEFAULT_PROFILED_STEPS
+    src_slow = RatioInterval(1.50, 1.42, 1.58, n, "")
+    tgt_slow = RatioInterval(2.05, 1.88, 2.20, n, "")
+    scales = (step_scale(src_slow), step_scale(tgt_slow))
+    bounds = (step_scale_bounds(src_slow), step_scale_bounds(tgt_slow))
+    assert bounds[1] == pytest.approx((1 / 2.20, 1 / 1.88)) and bounds[0][0] < scales[0] < bounds[0][1]
+    src = _steps({"same": list(150 + rng.normal(0, 1, n)), "slow": list(150 + rng.normal(0, 1, n))})
+    tgt = _steps({"same": list(185 + rng.normal(0, 1, n)), "slow": list(300 + rng.normal(0, 1, n))})
+    point = gap_intervals(src, tgt, scales)
+    assert point.loc["same", "significant"] and point.loc["same", "gap_high_us"] < -5  # the phantom
+    g = gap_intervals(src, tgt, scales, bounds)
+    assert not g.loc["same", "significant"] and g.loc["same", "gap_low_us"] < 0 < g.loc["same", "gap_high_us"]
+    assert g.loc["slow", "significant"] and 25 < g.loc["slow", "gap_low_us"] < 46 < g.loc["slow", "gap_high_us"]
+    assert step_scale_bounds(RatioInterval(1.02, 0.97, 1.08, n, "")) == (1.0, 1.0)  # not applied: not widened
+
+
 def test_one_step_is_not_judged():
     g = gap_intervals(_steps({"m": [1.0]}), _steps({"m": [5.0]}), (1.0, 1.0))
     assert not g.loc["m", "significant"] and not within_noise(g.reset_index().iloc[0].to_dict() | {"gap_steps": 1})

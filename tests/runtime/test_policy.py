@@ -101,5 +101,9 @@ def test_bench_and_diagnose_time_one_model_under_one_policy_and_agree(tmp_path):
                                                f"process CPU time; {WARMUP} warm-up forwards per side; "
                                                "at least 10 s of timing"}
     assert {eager.info["clock"], xla.info["clock"], paired.clock} == {"cpu"}
-    # the same story: within 15% of each other (the 2-thread bench once read 31x against 0.73x)
-    assert 1 / 1.15 < bench[0] / diag.ratio < 1.15, (bench, diag)
+    # the same story (the 2-thread bench once read 31x against 0.73x): their 95% intervals
+    # overlap and the ratios are within 25% of each other. Not 15%: bench times one stack, then
+    # the other, for 1.5 s each, and a fresh-clone CI run read x0.92 [0.87, 1.10] against
+    # diagnose's interleaved x1.07 [0.94, 1.22], one story within each other's noise
+    assert bench[1] <= diag.high and diag.low <= bench[2], (bench, diag)
+    assert 1 / 1.25 < bench[0] / diag.ratio < 1.25, (bench, diag)
