@@ -318,7 +318,8 @@ def reported_gaps(d: Any, diagnosed: dict[str, float]) -> dict[str, float]:
             for k, g in diagnosed.items()}
 
 
-def check(model: str, target: str, out: Path, extra: tuple[str, ...] = (), confirm: int = 0) -> dict[str, Any]:
+def check(model: str, target: str, out: Path, extra: tuple[str, ...] = (), confirm: int = 0,
+          repeats: int = REPEATS) -> dict[str, Any]:
     """One model x target: the diagnosis (its module gaps re-timed alone by porter as
     `--confirm` asks: porter.pipeline.confirmation), then its leaf modules (and extra) timed
     alone here, independently. Returns the figures. model: a library model's name, or FILE:FACTORY."""
@@ -352,10 +353,10 @@ def check(model: str, target: str, out: Path, extra: tuple[str, ...] = (), confi
     steps_rows = rows.assign(profiled_src=rows["source_us"] / steps, profiled_tgt=rows["target_us"] / steps)
     diag_gap = diagnosed_gaps(d, leaves)
     big = d.groups[(d.groups["ratio"] > BIG_RATIO) | (d.groups["ratio"] < 1 / BIG_RATIO)]
-    alone = alone_times(stack, mods, leaves) if stack in ("xla", "inductor") else {}
+    alone = alone_times(stack, mods, leaves, repeats) if stack in ("xla", "inductor") else {}
     result: dict[str, Any] = {"coverage": cov, "big": len(big), "diagnosed": diag_gap, "alone": alone}
     print("top 3 gaps by leaf module, diagnosed (each side's profiled time per step less its profiler slowdown; profiled "
-          f"per step in brackets) beside alone (every call of one forward, median of {REPEATS} interleaved, less "
+          f"per step in brackets) beside alone (every call of one forward, median of {repeats} interleaved, less "
           "the floor per call; +- the gap median's 95% notch):")
     for key in top3(diag_gap):
         r = steps_rows.loc[key]
@@ -423,6 +424,8 @@ def main() -> None:
     ap.add_argument("--modules", default="", help="non-leaf module paths to time alone too (a, b/c): a planted op "
                     "in a module's own forward")
     ap.add_argument("--confirm", default="0", help="porter diagnose's --confirm: N or all (0: the profiled gaps alone)")
+    ap.add_argument("--repeats", type=int, default=REPEATS,
+                    help="interleaved repeats of this script's own alone timing (porter's: PORTER_CONFIRM_REPEATS)")
     a = ap.parse_args()
     from porter.pipeline.confirmation import parse_confirm
 
@@ -433,7 +436,7 @@ def main() -> None:
         for model in a.models.split(","):
             for target in a.targets.split(","):
                 name = model.rpartition(":")[2]
-                check(model, target, Path(tmp) / f"{name}_{target.replace(':', '_')}", extra, confirm)
+                check(model, target, Path(tmp) / f"{name}_{target.replace(':', '_')}", extra, confirm, a.repeats)
 
 
 if __name__ == "__main__":

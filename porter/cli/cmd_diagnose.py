@@ -28,7 +28,7 @@ def diagnose(
     steps: int = typer.Option(10, "--steps", help="Live capture: profiled forwards per side (10: each module gap's 95% interval runs from the 2nd to the 9th per-step gap, porter.analysis.gap_noise)."),
     warmup: int = typer.Option(WARMUP, "--warmup", help="Live capture: unrecorded forwards before timing and profiling (the measurement policy's default, as capture and bench)."),
     repeats: int = typer.Option(10, "--repeats", help="Live capture: timed (unprofiled) forwards per side."),
-    confirm: str = typer.Option("5", "--confirm", metavar="N|all", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); a module is then significant only where its gap alone bears the profiled one out, and the summary and the fix plan rank those. all: every module whose profiled gap is significant (minutes on a real-size model). 0: off."),
+    confirm: str = typer.Option("5", "--confirm", metavar="N|all", help="Live capture: re-time the N largest module gaps alone on both stacks (each module with the arguments it got, interleaved, with 95% intervals); a module is then significant only where its gap alone bears the profiled one out, and the summary and the fix plan rank those. all: every module whose profiled gap is significant (minutes on a real-size model). 0: off. PORTER_CONFIRM_REPEATS (30) and PORTER_CONFIRM_BUDGET_S (20 s; 90 with all) set how long: more repeats, narrower intervals."),
     with_tune: bool = typer.Option(False, "--tune", help="Live pair: after the diagnosis, try the fix plan's recipes on the target (porter tune, into DIR/tune/) and carry each measured recovery into the fix plan and the reports (a Tried section)."),
     tune_budget: float = typer.Option(180.0, "--tune-budget", help="With --tune: seconds for the tune, compiles included."),
     with_perfetto: bool = typer.Option(False, "--perfetto", help="Also write DIR/pair.pftrace: both runs on one Perfetto timeline, each matched group linked by a flow (as `porter export DIR`)."),
@@ -200,11 +200,17 @@ def report(
 
 
 def _confirm_count(text: str) -> int:
-    """--confirm's value as porter.pipeline.confirmation takes it; a bad one is a PorterError."""
-    from porter.pipeline.confirmation import parse_confirm
+    """--confirm's value as porter.pipeline.confirmation takes it; a bad one, or a bad
+    PORTER_CONFIRM_REPEATS / PORTER_CONFIRM_BUDGET_S, is a PorterError before any capture."""
+    import os
+
+    from porter.pipeline.confirmation import confirm_effort, parse_confirm
 
     try:
-        return parse_confirm(text)
+        n = parse_confirm(text)
     except ValueError:
         raise PorterError(f"--confirm takes a count of modules or 'all', not {text!r}",
                           hint="--confirm 5 (the default), --confirm all, --confirm 0 (off)") from None
+    if n:
+        confirm_effort(n, os.environ)
+    return n

@@ -19,8 +19,11 @@ that hold on both measurements.
 
 from __future__ import annotations
 
+import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+from porter.core.errors import PorterError
 
 if TYPE_CHECKING:  # the CLI parses --confirm from here before pandas loads
     import pandas as pd
@@ -33,6 +36,28 @@ CONFIRM_ALL = -1  # `--confirm all`: every module whose profiled gap is signific
 ALL_BUDGET_S = 90.0  # repeats stop early past this with --confirm all (at least 10 are taken)
 EVIDENCE = {"confirmed": "confirmed alone", "quiet": "not reproduced alone", "opposite": "opposite sign alone",
             "error": "not replayed", "profiled": "profiled"}
+
+
+def confirm_effort(n: int, env: Mapping[str, str]) -> dict[str, Any]:
+    """The repeats and budget of a confirmation: PORTER_CONFIRM_REPEATS and
+    PORTER_CONFIRM_BUDGET_S where set, else the defaults (a PorterError on a value that is not
+    a positive number). More repeats narrow each module's interval: at 30 repeats bert_base's
+    35 us attention-layer gaps read +-10-20 us alone, too coarse to size them within 1.5x."""
+    from porter.capture.confirm import BUDGET_S, REPEATS
+
+    out: dict[str, Any] = {"repeats": REPEATS, "budget_s": ALL_BUDGET_S if n == CONFIRM_ALL else BUDGET_S}
+    for key, name, kind in (("repeats", "PORTER_CONFIRM_REPEATS", int), ("budget_s", "PORTER_CONFIRM_BUDGET_S", float)):
+        text = (env.get(name) or "").strip()
+        if text:
+            try:
+                value = kind(text)
+            except ValueError:
+                value = 0
+            if not value > 0:
+                raise PorterError(f"{name} must be a positive {kind.__name__}, not {text!r}",
+                                  hint=f"unset it for the default ({out[key]:g}), or give e.g. {name}={2 * out[key]:g}")
+            out[key] = value
+    return out
 
 
 def parse_confirm(text: str) -> int:
@@ -84,8 +109,8 @@ def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: P
     stacks = [str((b.manifest.get("target") or {}).get("stack") or "") for b in (d.source, d.target)]
     progress(f"confirming the {len(paths)} largest module gaps: each module alone on both stacks")
     t0 = time.perf_counter()
-    budget = {"budget_s": ALL_BUDGET_S} if n == CONFIRM_ALL else {}
-    done = confirm(model.module, model.example_inputs, paths, stacks[0], stacks[1], cpu_clock=cpu_clock, **budget)
+    done = confirm(model.module, model.example_inputs, paths, stacks[0], stacks[1], cpu_clock=cpu_clock,
+                   **confirm_effort(n, os.environ))
     profiled = d.by_module.set_index("key")
     rows = []
     for c in done:
