@@ -211,6 +211,6 @@ def _confirm_count(text: str) -> int:
     except ValueError:
         raise PorterError(f"--confirm takes a count of modules or 'all', not {text!r}",
                           hint="--confirm 5 (the default), --confirm all, --confirm 0 (off)") from None
-    if n:
-        confirm_effort(n, os.environ)
+    if n and (os.environ.get("PORTER_CONFIRM_REPEATS") or os.environ.get("PORTER_CONFIRM_BUDGET_S")):
+        confirm_effort(n, os.environ)  # imports torch: only where there is something to check
     return n
