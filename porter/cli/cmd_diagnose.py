@@ -204,13 +204,13 @@ def _confirm_count(text: str) -> int:
     PORTER_CONFIRM_REPEATS / PORTER_CONFIRM_BUDGET_S, is a PorterError before any capture."""
     import os
 
-    from porter.pipeline.confirmation import confirm_effort, parse_confirm
+    from porter.pipeline.confirmation import effort_from_env, parse_confirm
 
     try:
         n = parse_confirm(text)
     except ValueError:
         raise PorterError(f"--confirm takes a count of modules or 'all', not {text!r}",
                           hint="--confirm 5 (the default), --confirm all, --confirm 0 (off)") from None
-    if n and (os.environ.get("PORTER_CONFIRM_REPEATS") or os.environ.get("PORTER_CONFIRM_BUDGET_S")):
-        confirm_effort(n, os.environ)  # imports torch: only where there is something to check
+    if n:
+        effort_from_env(os.environ)
     return n

@@ -38,15 +38,15 @@ EVIDENCE = {"confirmed": "confirmed alone", "quiet": "not reproduced alone", "op
             "error": "not replayed", "profiled": "profiled"}
 
 
-def confirm_effort(n: int, env: Mapping[str, str]) -> dict[str, Any]:
-    """The repeats and budget of a confirmation: PORTER_CONFIRM_REPEATS and
-    PORTER_CONFIRM_BUDGET_S where set, else the defaults (a PorterError on a value that is not
-    a positive number). More repeats narrow each module's interval: at 30 repeats bert_base's
-    35 us attention-layer gaps read +-10-20 us alone, too coarse to size them within 1.5x."""
-    from porter.capture.confirm import BUDGET_S, REPEATS
+EFFORT_ENV = (("repeats", "PORTER_CONFIRM_REPEATS", int), ("budget_s", "PORTER_CONFIRM_BUDGET_S", float))
 
-    out: dict[str, Any] = {"repeats": REPEATS, "budget_s": ALL_BUDGET_S if n == CONFIRM_ALL else BUDGET_S}
-    for key, name, kind in (("repeats", "PORTER_CONFIRM_REPEATS", int), ("budget_s", "PORTER_CONFIRM_BUDGET_S", float)):
+
+def effort_from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The PORTER_CONFIRM_REPEATS / PORTER_CONFIRM_BUDGET_S that are set, as numbers; a
+    PorterError on a value that is not a positive number. Imports no stack: the CLI checks them
+    before any capture, a recorded pair's diagnosis included."""
+    out: dict[str, Any] = {}
+    for key, name, kind in EFFORT_ENV:
         text = (env.get(name) or "").strip()
         if text:
             try:
@@ -55,9 +55,19 @@ def confirm_effort(n: int, env: Mapping[str, str]) -> dict[str, Any]:
                 value = 0
             if not value > 0:
                 raise PorterError(f"{name} must be a positive {kind.__name__}, not {text!r}",
-                                  hint=f"unset it for the default ({out[key]:g}), or give e.g. {name}={2 * out[key]:g}")
+                                  hint=f"unset it for the default, or give e.g. {name}=60")
             out[key] = value
     return out
+
+
+def confirm_effort(n: int, env: Mapping[str, str]) -> dict[str, Any]:
+    """The repeats and budget of a confirmation: PORTER_CONFIRM_REPEATS and
+    PORTER_CONFIRM_BUDGET_S where set (effort_from_env), else the defaults. More repeats narrow
+    each module's interval: at 30 repeats bert_base's 35 us attention-layer gaps read +-10-20 us
+    alone, too coarse to size them within 1.5x."""
+    from porter.capture.confirm import BUDGET_S, REPEATS
+
+    return {"repeats": REPEATS, "budget_s": ALL_BUDGET_S if n == CONFIRM_ALL else BUDGET_S, **effort_from_env(env)}
 
 
 def parse_confirm(text: str) -> int:

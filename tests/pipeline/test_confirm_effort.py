@@ -35,3 +35,13 @@ def test_the_cli_stops_on_a_bad_value_before_capturing(tmp_path):
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "PORTER_CONFIRM_REPEATS must be a positive int, not 'many'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "d").exists()
+
+
+def test_setting_them_does_not_import_a_stack_for_a_recorded_pair(tmp_path, monkeypatch):
+    from tests.e2e.test_imports import FIXTURES, ML_STACKS, loaded_by
+
+    monkeypatch.setenv("PORTER_CONFIRM_REPEATS", "60")
+    monkeypatch.setenv("PORTER_CONFIRM_BUDGET_S", "120")
+    mods = loaded_by("diagnose", "--from", FIXTURES / "cpu_mlp.json.gz", "--to", FIXTURES / "xla_cpu_mlp.xplane.pb",
+                     "-o", tmp_path / "d")
+    assert (tmp_path / "d" / "diagnosis.json").is_file() and not mods & ML_STACKS, sorted(mods & ML_STACKS)
