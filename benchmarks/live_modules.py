@@ -109,24 +109,10 @@ def samples_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, l
     7.0/7.0/7.3 ms at load 4 on 2 cores), and each stack runs one op at a time on one thread here
     (torch.set_num_threads(1); XLA:CPU's Eigen and intra-op pools of one thread, porter.runtime.threads),
     so its CPU time is its work's time."""
-    from porter.capture.confirm import SETTLE_CALLS
+    from porter.capture.confirm import interleaved_samples
 
-    for c in calls.values():
-        c()
-        c()
-    samples: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(repeats):
-        for k, c in calls.items():
-            for _ in range(SETTLE_CALLS):  # untimed, as porter's confirm: what ran before does not decide the cache
-                c()
-            t0 = time.process_time()
-            c()
-            samples[k].append((time.process_time() - t0) * 1e6)
-    return samples
-
-
-def median_us(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    return {k: statistics.median(v) for k, v in samples_us(calls, repeats).items()}
+    # as porter's confirm: settled calls, each side first in half the repeats
+    return interleaved_samples(calls, repeats, time.process_time)
 
 
 class _Floor(torch.nn.Module):

@@ -18,6 +18,7 @@ need an export per module, and is said to be unconfirmed instead.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -40,6 +41,10 @@ REPEATS = 30  # interleaved repeats: a median of 30 has a 95% interval from the 
 # timed in its loop: bert_base's first GELU on inductor read -30 us beside the encoder's non-leaf
 # modules and +55 us beside the other GELUs alone; settled, +50 and +68.
 SETTLE_CALLS = 3
+# what settling leaves of the order's bias falls on both sides alike: even repeats time each call's
+# source first, odd ones its target first. Settled but in one order, CI's run of the test above read
+# -33 us of 397 [-54, -9] (8%, beside the suite's other work), where this desk had read -9 to +2
+# (interleaved_samples).
 BUDGET_S = 20.0  # repeats stop early past this, so that the demo stays within about a minute
 
 
@@ -140,16 +145,29 @@ def _clock(cpu: bool) -> Callable[[], float]:
     return time.process_time if cpu else time.perf_counter
 
 
-def _interleaved(calls: dict[str, Callable[[], Any]], repeats: int, clock: Callable[[], float],
-                 budget_s: float) -> dict[str, list[float]]:
-    """us per call of each callable per repeat, every callable once per repeat in turn."""
+def _sides_swapped(key: str) -> str:
+    """The same call on the other side: `path|{kind}{side}{i}` with src and tgt exchanged (a key
+    of another form stays in its place)."""
+    if "|" not in key:
+        return key
+    path, tail = key.rsplit("|", 1)
+    return f"{path}|{tail.replace('src', '@').replace('tgt', 'src').replace('@', 'tgt')}"
+
+
+def interleaved_samples(calls: dict[str, Callable[[], Any]], repeats: int, clock: Callable[[], float],
+                        budget_s: float = math.inf) -> dict[str, list[float]]:
+    """us per call of each callable per repeat, every callable once per repeat in turn, keys named
+    `path|{kind}{side}{i}`: in calls' order on even repeats, each side's place taken by the other's
+    on odd ones (see SETTLE_CALLS)."""
     for c in calls.values():
         c()
         c()
     out: dict[str, list[float]] = {k: [] for k in calls}
+    orders = (list(calls), [_sides_swapped(k) for k in calls])
     t_end = time.perf_counter() + budget_s
     for r in range(repeats):
-        for k, c in calls.items():
+        for k in orders[r % 2]:
+            c = calls[k]
             for _ in range(SETTLE_CALLS):
                 c()
             t0 = clock()
@@ -190,7 +208,7 @@ def confirm(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Sequence[str
                 failed[path] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
                 continue
             fns.update(mine)
-        t = _interleaved(fns, repeats, _clock(cpu_clock), budget_s) if fns else {}
+        t = interleaved_samples(fns, repeats, _clock(cpu_clock), budget_s) if fns else {}
     return [_unconfirmed(p, failed[p]) if p in failed else _timed(p, len(recorded[p]), t) for p in paths]
 
 

@@ -8,6 +8,8 @@ eager reads a gap (-112 us of 470 on this machine's 32 MB L3). porter.capture.co
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from porter.capture.confirm import confirm
@@ -39,3 +41,18 @@ def test_the_same_stack_on_both_sides_reads_no_gap_after_an_evicting_module() ->
     # tolerance: 5% of the module's time. Settled, four runs read -9 to +2 us of ~360 (2.5%);
     # unsettled the source read 24% slower, with one settling call 6-10%
     assert abs(act.gap_us) <= 0.05 * act.source_us or act.gap_low_us <= 0 <= act.gap_high_us, act
+
+
+def test_each_side_is_timed_first_in_half_the_repeats() -> None:
+    """The order's bias falls on both sides alike: even repeats run a call's source first, odd
+    repeats its target, and a key of another form keeps its place."""
+    from porter.capture.confirm import SETTLE_CALLS, interleaved_samples
+
+    ran: list[str] = []
+    keys = ["m|src0", "m|floorsrc0", "m|tgt0", "m|floortgt0", "other"]
+    samples = interleaved_samples({k: (lambda k=k: ran.append(k)) for k in keys}, 4, time.perf_counter)
+    assert {k: len(v) for k, v in samples.items()} == {k: 4 for k in keys}
+    timed = ran[2 * len(keys):][SETTLE_CALLS::SETTLE_CALLS + 1]  # past the warm-up, each timed call
+    assert timed[:5] == keys
+    assert timed[5:10] == ["m|tgt0", "m|floortgt0", "m|src0", "m|floorsrc0", "other"]
+    assert timed[10:] == timed[:10]
