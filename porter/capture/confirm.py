@@ -4,8 +4,9 @@ A profiled module gap is a self time inside a whole-model trace; a shared machin
 profiler's per-event cost or a fused kernel charged to the wrong module can each make one.
 Here each suspect module is run alone, on the source's stack and the target's, with the very
 arguments it received in one forward of the model (recorded by a forward pre-hook), every
-call it made in that forward, interleaved across modules and stacks so that a slow minute of
-the machine falls on all alike, on the process's CPU time when both stacks run on the CPU
+call it made in that forward: in blocks of its own calls only (so that what else is confirmed
+does not decide its caches), the modules' blocks in turn and the two stacks interleaved within
+each, so that a slow minute of the machine falls on all alike, on the process's CPU time when both stacks run on the CPU
 (a descheduled process accrues none) and on the wall clock otherwise. Each call's *floor*
 (the cheapest call the stack can make with the same arguments: one element read and added)
 is timed beside it and taken off: a module inside the compiled model does not pay the guards,
@@ -45,6 +46,12 @@ SETTLE_CALLS = 3
 # source first, odd ones its target first. Settled but in one order, CI's run of the test above read
 # -33 us of 397 [-54, -9] (8%, beside the suite's other work), where this desk had read -9 to +2
 # (interleaved_samples).
+# repeats of one module's calls with nothing else between them. A module's gap alone moves with
+# the company it is timed in, by more than 1.5x at a few per cent of a GEMM: bert_base layer 4's
+# intermediate dense read +198 us on inductor beside two other modules, +135 beside porter's 54
+# suspects, +338 beside ~200 leaves (BENCHMARKS.md, "Three times the repeats"). In its own loop
+# the module runs as a run of itself leaves the caches: one context, whoever else is confirmed.
+BLOCK = 10
 BUDGET_S = 20.0  # repeats stop early past this, so that the demo stays within about a minute
 
 
@@ -154,26 +161,41 @@ def _sides_swapped(key: str) -> str:
     return f"{path}|{tail.replace('src', '@').replace('tgt', 'src').replace('@', 'tgt')}"
 
 
+def _module_of(key: str) -> str:
+    return key.rsplit("|", 1)[0] if "|" in key else ""
+
+
 def interleaved_samples(calls: dict[str, Callable[[], Any]], repeats: int, clock: Callable[[], float],
-                        budget_s: float = math.inf) -> dict[str, list[float]]:
-    """us per call of each callable per repeat, every callable once per repeat in turn, keys named
-    `path|{kind}{side}{i}`: in calls' order on even repeats, each side's place taken by the other's
-    on odd ones (see SETTLE_CALLS)."""
+                        budget_s: float = math.inf, block: int = BLOCK) -> dict[str, list[float]]:
+    """us per call of each callable per repeat, keys named `path|{kind}{side}{i}`. Each module's
+    calls run in a block of `block` repeats with nothing else between them (its own company: see
+    BLOCK), the modules' blocks in turn, round after round, so that a slow minute of the machine
+    still falls on all; within a block each call once per repeat, in calls' order on even repeats
+    and each side's place taken by the other's on odd ones (see SETTLE_CALLS). Keys of another
+    form are one module."""
     for c in calls.values():
         c()
         c()
     out: dict[str, list[float]] = {k: [] for k in calls}
-    orders = (list(calls), [_sides_swapped(k) for k in calls])
+    modules: dict[str, list[str]] = {}
+    for k in calls:
+        modules.setdefault(_module_of(k), []).append(k)
+    orders = {m: (keys, [_sides_swapped(k) for k in keys]) for m, keys in modules.items()}
     t_end = time.perf_counter() + budget_s
-    for r in range(repeats):
-        for k in orders[r % 2]:
-            c = calls[k]
-            for _ in range(SETTLE_CALLS):
-                c()
-            t0 = clock()
-            c()
-            out[k].append((clock() - t0) * 1e6)
-        if r >= 9 and time.perf_counter() > t_end:  # at least 10 repeats: an interval of ranks 2..9
+    done = 0
+    while done < repeats:
+        n = min(block, repeats - done)
+        for m in modules:
+            for r in range(done, done + n):
+                for k in orders[m][r % 2]:
+                    c = calls[k]
+                    for _ in range(SETTLE_CALLS):
+                        c()
+                    t0 = clock()
+                    c()
+                    out[k].append((clock() - t0) * 1e6)
+        done += n
+        if done >= 10 and time.perf_counter() > t_end:  # at least 10 repeats: an interval of ranks 2..9
             break
     return out
 
