@@ -150,11 +150,12 @@ def alone_times(stack: str, mods: dict[str, torch.nn.Module], leaves: dict[str, 
                 repeats: int = REPEATS) -> dict[str, Alone]:
     """Each leaf run alone on both stacks (every call of one forward), less each call's floor
     (_Floor with the same arguments, timed beside it): a module inside the compiled program
-    does not pay the per-call guards, dispatch and argument handling that it pays alone. Interleaved across all leaves, not
-    leaf after leaf: each repeat runs every leaf's calls on both stacks, so a slow minute of
-    the machine falls on every module alike instead of on the few timed during it (bert_small's
-    two identical intermediate dense layers read 343 and 162 us eager when timed one after the
-    other beside another job). On inductor a conv net's leaves get channels-last inputs
+    does not pay the per-call guards, dispatch and argument handling that it pays alone. Each leaf
+    in blocks of its own calls (porter.capture.confirm.BLOCK repeats, so that the other leaves do
+    not decide its caches), every leaf's block in turn each round, not leaf after leaf: a slow
+    minute of the machine falls on every module alike instead of on the few timed during it
+    (bert_small's two identical intermediate dense layers read 343 and 162 us eager when timed one
+    after the other beside another job). On inductor a conv net's leaves get channels-last inputs
     (channels_last()): resnet_wide's layer1 convolution alone took 5.4 ms compiled from the
     model's NCHW input and 3.5 ms from channels-last, against 6.0 ms eager."""
     import torch._dynamo.config as dynamo_config
