@@ -77,12 +77,37 @@ class Confirmed:
         return {**asdict(self), "significant": self.significant}
 
 
+def _first_tensor_at(value: Any) -> tuple | None:
+    """Where the first tensor of a nested (args, kwargs) sits: the keys and indices down to it."""
+    if isinstance(value, torch.Tensor):
+        return ()
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (tuple, list)) else ()
+    for key, v in items:
+        inner = _first_tensor_at(v)
+        if inner is not None:
+            return (key, *inner)
+    return None
+
+
 class _Floor(torch.nn.Module):
     """The cheapest call a stack makes with a call's arguments: one element of the first tensor
-    read and added (a compiled call's fixed cost grows with its inputs, so with the same ones)."""
+    read and added (a compiled call's fixed cost grows with its inputs, so with the same ones).
+    The tensor's place is found once, not per call: searching the arguments in the call (a pytree
+    flatten) cost eager's floor some 6 us that a compiled floor traces away, so every eager-side
+    module read 6 us cheaper and every gap 6 us larger (llama_base's RMSNorms -6.5 us against
+    -13.5 in the script's alone timing, its SiLUs +17 against +12)."""
+
+    def __init__(self, args: tuple, kwargs: dict) -> None:
+        super().__init__()
+        at = _first_tensor_at((args, kwargs))
+        if at is None:
+            raise ValueError("the call takes no tensor")
+        self.at = at  # within (args, kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        x = next(a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor))
+        x: Any = (args, kwargs)
+        for key in self.at:
+            x = x[key]
         return x[(0,) * x.dim()] + 1
 
 
@@ -220,7 +245,7 @@ def confirm(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Sequence[str
                 failed[path] = "not called in the forward" if path in named else "no such module"
                 continue
             try:
-                mine = {f"{path}|{kind}{side}{i}": runner(stack, named[path] if kind == "" else _Floor(), a, kw,
+                mine = {f"{path}|{kind}{side}{i}": runner(stack, named[path] if kind == "" else _Floor(a, kw), a, kw,
                                                           conv and stack == "inductor")
                         for i, (a, kw) in enumerate(recorded[path])
                         for side, stack in (("src", source_stack), ("tgt", target_stack)) for kind in ("", "floor")}
