@@ -383,8 +383,10 @@ def check(model: str, target: str, out: Path, extra: tuple[str, ...] = (), confi
         for k in h.significant:
             verdict = "no gap alone" if k in h.phantom else "within" if k in h.within else "off"
             ratio = shown[k] / alone[k].gap if alone[k].gap else float("nan")
-            print(f"  {verdict}: {k} reported {shown[k]:+.1f} ({ev.get(k, 'profiled')}; profiled {diag_gap[k]:+.1f}), "
-                  f"alone {alone[k].gap:+.1f} +- {alone[k].ci:.1f} us (x{ratio:.2f})")
+            bk = d.by_module.set_index("key")
+            lo, hi = (bk.at[k, c] if c in bk.columns else float("nan") for c in ("alone_low_us", "alone_high_us"))
+            print(f"  {verdict}: {k} reported {shown[k]:+.1f} [{lo:+.1f}, {hi:+.1f}] ({ev.get(k, 'profiled')}; "
+                  f"profiled {diag_gap[k]:+.1f}), alone {alone[k].gap:+.1f} +- {alone[k].ci:.1f} us (x{ratio:.2f})")
     print(f"groups beyond {BIG_RATIO:g}x either way: {len(big)}")
     for r in big.itertuples():
         t = alone.get(r.module)

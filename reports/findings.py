@@ -144,10 +144,18 @@ def plan_of(block: dict | None) -> Plan | None:
                 provisional=str(block["provisional"]) if block.get("provisional") else None)
 
 
+VERDICT_WORDS = {"confirmed alone": "confirmed", "not reproduced alone": "within noise alone",
+                 "not sized alone": "not sized alone (its interval is wider than the gap)"}
+
+
 def confirmed_verdict(r: dict) -> str:
-    """One word on a suspect re-timed alone: did the alone timing bear the profiled gap out?"""
+    """A few words on a suspect re-timed alone: did the alone timing bear the profiled gap out?
+    The row's evidence (porter.pipeline.confirmation) says it; a diagnosis.json written before
+    rows carried one is judged by sign and interval alone."""
     if r.get("error"):
         return f"not replayed: {r['error']}"
+    if r.get("evidence"):
+        return VERDICT_WORDS.get(str(r["evidence"]), str(r["evidence"]))
     if not r.get("significant"):
         return "within noise alone"
     same = (_f(r.get("profiled_gap_us")) or 0.0) * (_f(r.get("gap_us")) or 0.0) > 0

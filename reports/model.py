@@ -93,7 +93,7 @@ class ConfirmedRow:
     alone_gap_us: float | None
     alone_low_us: float | None
     alone_high_us: float | None
-    verdict: str  # confirmed, opposite sign alone, within noise alone, or why it was not replayed
+    verdict: str  # confirmed, opposite sign alone, within noise alone, not sized alone, or why it was not replayed
 
 
 @dataclass(frozen=True)

@@ -204,7 +204,7 @@ def outside_lines(stats: dict, width: int) -> list[str]:
 
 
 ONE_SIDE = {"source": "src only", "target": "tgt only"}
-NOT_BORNE_OUT = ("not reproduced alone", "opposite sign alone")  # by_module's evidence (porter.pipeline.confirmation)  # a row on one side has no ratio (porter.analysis.opshape)
+NOT_BORNE_OUT = ("not reproduced alone", "opposite sign alone", "not sized alone")  # by_module's evidence (porter.pipeline.confirmation)  # a row on one side has no ratio (porter.analysis.opshape)
 
 
 def _row(delta: Any, ratio: Any, name: str, width: int, shorten: Any = abbreviate, only_on: Any = "") -> str:
@@ -231,7 +231,7 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
         biggest = max(abs(_gap(r)[0] or 0.0) for r in noise)
         unborne = sum(1 for r in noise if r.get("evidence") in NOT_BORNE_OUT)
         why = (f"{len(noise) - unborne} whose gap per profiled step has a 95% interval holding zero, {unborne} "
-               "significant in the profile but not alone (--confirm)" if unborne else
+               "significant in the profile but not borne out or not sized alone (--confirm)" if unborne else
                "whose gap per profiled step has a 95% interval holding zero")
         lines += wrap(f"within noise: {len(noise)} more, {why} (largest {_us(biggest)})", width, "  ")
     return lines

@@ -126,11 +126,13 @@ def test_confirm_retimes_the_largest_module_gaps_alone_on_both_stacks(tmp_path):
         # by_module carries the gap alone and whether it bore the profiled one out; one it did
         # not is within noise there (the summary and the fix plan rank by_module's significant)
         row = next(r for r in d["by_module"] if r["key"] == m["module"])
-        borne = m["significant"] and m["gap_us"] * m["profiled_gap_us"] > 0
+        same = m["significant"] and m["gap_us"] * m["profiled_gap_us"] > 0
+        sized = m["gap_high_us"] - m["gap_low_us"] <= abs(m["gap_us"])  # the interval no wider than the gap
         assert row["alone_gap_us"] == m["gap_us"]
-        assert row["evidence"] == ("confirmed alone" if borne else
-                                   "not reproduced alone" if not m["significant"] else "opposite sign alone")
-        assert row["significant"] == (borne and m["profiled_significant"])
+        assert row["evidence"] == m["evidence"] == (
+            ("confirmed alone" if sized else "not sized alone") if same else
+            "not reproduced alone" if not m["significant"] else "opposite sign alone")
+        assert row["significant"] == (same and sized and m["profiled_significant"])
     assert "confirmed alone (eager vs xla" in r.stdout.replace("\n", " ")
     assert d["seconds"]["confirm"] > 0
     md = (tmp_path / "report.md").read_text()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from porter.pipeline.confirmation import CONFIRM_ALL, apply_confirmed, parse_confirm, suspects
+from porter.pipeline.confirmation import CONFIRM_ALL, apply_confirmed, parse_confirm, suspects, verdict
 from conftest import run_porter
 
 NAN = float("nan")
@@ -83,6 +83,26 @@ def test_a_gap_alone_timing_does_not_bear_out_is_within_noise_everywhere_it_rank
     # attn's only instance was not borne out; fc1 has a confirmed one; act's were not all re-timed
     assert d.by_module_kind.set_index("key")["significant"].to_dict() == {
         "": True, "blocks/*/mlp/fc1": True, "blocks/*/mlp/act": True, "blocks/*/attn": False}
+
+
+def test_a_gap_alone_whose_interval_is_wider_than_itself_is_not_sized_and_not_ranked():
+    """Both fc1 layers' gaps hold alone with the profiled sign; fc1/0's interval is as wide as
+    its gap (120 us around 120: sized, the edge), fc1/1's is wider (180 us around 100, a rerun
+    could read half or twice it): fc1/1 is "not sized alone" and leaves the ranking like a gap
+    alone timing does not reproduce, and the kind keeps fc1/0's confirmed verdict."""
+    sized, wide = _row("blocks/0/mlp/fc1", 300.0, 120.0, 60.0, 180.0), _row("blocks/1/mlp/fc1", 280.0, 100.0, 10.0, 190.0)
+    assert [verdict(r) for r in (sized, wide)] == ["confirmed", "unsized"]
+    assert verdict(_row("blocks/0/attn", -90.0, -30.0, -60.0, -1.0)) == "unsized"  # a loss or a win alike
+    assert verdict(_row("blocks/0/attn", -90.0, -30.0, -45.0, -15.0)) == "confirmed"
+    d = SimpleNamespace(by_module=_by_module(), by_module_kind=_kinds(),
+                        groups=pd.DataFrame({"module": ["blocks/0/mlp/fc1", "blocks/1/mlp/fc1"], "significant": [True, True]}))
+    apply_confirmed(d, {"modules": [sized, wide]})
+    bm = d.by_module.set_index("key")
+    assert bm.loc[["blocks/0/mlp/fc1", "blocks/1/mlp/fc1"], "evidence"].tolist() == ["confirmed alone", "not sized alone"]
+    assert bm.loc[["blocks/0/mlp/fc1", "blocks/1/mlp/fc1", "blocks/0/attn"], "significant"].tolist() == [True, False, True]
+    assert bm.at["blocks/1/mlp/fc1", "alone_low_us"] == 10.0  # its numbers stay beside the verdict
+    assert d.groups["significant"].tolist() == [True, False]
+    assert d.by_module_kind.set_index("key").at["blocks/*/mlp/fc1", "significant"]
 
 
 def test_a_bad_confirm_value_is_one_line_before_any_capture(tmp_path):
