@@ -24,5 +24,18 @@ fi
 export PORTER_REQUIRE_BROWSER=1
 # The layer contracts (pyproject.toml [tool.importlinter]): a wrong import fails here.
 "$VENV/bin/lint-imports" --no-cache
-# --durations: the slowest tests named in every run, so a CI run near its 30 minutes says where they went
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 "$@"
+# --durations: the slowest tests named in every run, so a CI run near its 30 minutes says where they went.
+# With arguments: those tests, one at a time. Without: the tests that do not read measured time
+# on every core (pytest-xdist, a file per worker so module fixtures are built once), then the
+# timing tests alone (tests/conftest.py TIMING_FILES), so no other test is their busy loop.
+PYTEST=("$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25)
+if [ "$#" -gt 0 ]; then
+  exec "${PYTEST[@]}" "$@"
+fi
+parallel=0 timing=0  # both phases run whatever the first finds, so one run names every failure
+"${PYTEST[@]}" -m "not timing" -n "${PORTER_TEST_WORKERS:-auto}" --dist loadfile || parallel=$?
+"${PYTEST[@]}" -m timing || timing=$?
+if [ "$parallel" != 0 ] || [ "$timing" != 0 ]; then
+  echo "tests failed: parallel phase exit $parallel, timing phase exit $timing" >&2
+  exit 1
+fi

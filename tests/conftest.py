@@ -13,6 +13,44 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 
 
+# Test files whose assertions read measured time (a ranking by time gap, an interval, a
+# bench/diagnose agreement, a kept tune recipe). scripts/test.sh runs them alone, one test at a
+# time, after the rest has run on every core (pytest-xdist): beside another test on a 2-core
+# machine their timings are a busy loop's, and the rest halves its wall time in parallel.
+TIMING_FILES = (
+    "analysis/test_gap_noise.py",
+    "analysis/test_headline.py",
+    "bench/test_bench_cli.py",
+    "bench/test_bench_runner.py",
+    "capture/test_confirm_settle.py",
+    "capture/test_round_order.py",
+    "e2e/test_live_agreement.py",
+    "e2e/test_live_called.py",
+    "e2e/test_live_fused_split.py",
+    "pipeline/test_confirmation.py",
+    "pipeline/test_diagnose.py",
+    "runtime/test_allocator.py",
+    "runtime/test_policy.py",
+    "runtime/test_threads.py",
+    "runtime/test_xla_pool.py",
+    "tune/test_diagnose_tune.py",
+    "tune/test_tune_cli.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks TIMING_FILES' tests `timing`; a listed file that is gone fails collection, so a
+    moved file cannot silently leave the serial phase."""
+    tests = REPO / "tests"
+    missing = [name for name in TIMING_FILES if not (tests / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py TIMING_FILES lists missing files: {missing}")
+    timing = {str(tests / name) for name in TIMING_FILES}
+    for item in items:
+        if str(item.path) in timing:
+            item.add_marker(pytest.mark.timing)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """XLA's CPU client starts once per process, with the threads it is given then: start it
     here as a live pair starts it (porter.runtime.threads: Eigen single, one pool thread), so
