@@ -47,15 +47,18 @@ def test_each_module_is_timed_in_blocks_of_its_own_calls_each_side_first_in_half
     """A module's calls run in blocks with nothing else between them, the modules' blocks in
     turn; within a block even repeats run a call's source first and odd repeats its target, so
     the order's bias falls on both sides alike."""
-    from porter.capture.confirm import SETTLE_CALLS, interleaved_samples
+    from porter.capture.confirm import SETTLE_CALLS, WARM_ROUNDS, interleaved_samples
 
     ran: list[str] = []
     keys = ["m|src0", "m|floorsrc0", "m|tgt0", "m|floortgt0", "n/o|src0", "n/o|tgt0"]
     samples = interleaved_samples({k: (lambda k=k: ran.append(k)) for k in keys}, 5, time.perf_counter, block=2)
     assert {k: len(v) for k, v in samples.items()} == {k: 5 for k in keys}
-    timed = ran[2 * len(keys):][SETTLE_CALLS::SETTLE_CALLS + 1]  # past the warm-up, each timed call
     m_even, m_odd = keys[:4], ["m|tgt0", "m|floortgt0", "m|src0", "m|floorsrc0"]
     n_even, n_odd = keys[4:], ["n/o|tgt0", "n/o|src0"]
+    # two calls of each, then untimed rounds of every module's block, each call once per repeat
+    warm = 2 * len(keys) + WARM_ROUNDS * len(m_even + m_odd + n_even + n_odd)
+    assert WARM_ROUNDS >= 1 and ran[2 * len(keys):warm] == (m_even + m_odd + n_even + n_odd) * WARM_ROUNDS
+    timed = ran[warm:][SETTLE_CALLS::SETTLE_CALLS + 1]  # past the warm-up, each timed call
     assert timed == (m_even + m_odd + n_even + n_odd) * 2 + m_even + n_even  # rounds of 2, 2, then 1
 
 
