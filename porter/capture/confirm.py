@@ -55,7 +55,7 @@ SETTLE_CALLS = 3
 BLOCK = 10
 # untimed rounds of every module's blocks before the timed ones: whichever alone timing ran first after
 # the compiles read llama_base's eager RMSNorms slower (src 43-47 us against 41-43 after), so that
-# porter's gaps read up to 1.45x the script's timed next (ratio 1.00-1.45 in 6 runs) and the script's
+# porter's gaps read up to 1.45x the script's timed next (ratio x0.92-x1.45 in 6 runs; with this round x0.85-x1.27) and the script's
 # up to 1.2x porter's when it went first; the second timing in the same process agreed (0.83-1.20)
 WARM_ROUNDS = 1
 BUDGET_S = 20.0  # repeats stop early past this, so that the demo stays within about a minute
