@@ -41,6 +41,8 @@ def main() -> None:
     spec = load_model(a.model)
     mods = {n.replace(".", "/"): m for n, m in spec.module.named_modules()}
     paths = [p for p in mods if p and p.endswith(a.suffix)]
+    if not paths:
+        raise SystemExit(f"no module of {a.model} ends with {a.suffix!r}: pass --suffix")
     leaves = leaf_inputs(spec.module, spec.example_inputs)
 
     def porter_side() -> dict:
@@ -56,8 +58,12 @@ def main() -> None:
         else:
             theirs = script_side()
             ours = porter_side()
-        ratios = [ours[p].gap_us / theirs[p].gap for p in paths if p in theirs and theirs[p].gap]
-        src = statistics.median(ours[p].source_us for p in paths)
+        # a module that did not replay on either side (a NaN gap, or absent from the script's) is left out
+        ratios = [ours[p].gap_us / theirs[p].gap for p in paths
+                  if p in theirs and theirs[p].gap and not ours[p].error]
+        if not ratios:
+            raise SystemExit(f"round {rnd}: no module timed on both sides")
+        src = statistics.median(ours[p].source_us for p in paths if not ours[p].error)
         print(f"round {rnd} ({a.first} first): porter/script gap x{min(ratios):.2f}-x{max(ratios):.2f} over "
               f"{len(ratios)} modules, beyond 1.5x: {sum(not (1 / 1.5 <= r <= 1.5) for r in ratios)}; "
               f"porter's eager median {src:.1f} us")
