@@ -27,7 +27,7 @@ DIAGNOSIS = "diagnosis.json"
 __all__ = ["DIAGNOSIS", "FORMATS", "load_report_model", "model_from_diagnosis", "remove_reports", "write_reports"]
 
 
-from reports.fields import _f, _get, within_noise
+from reports.fields import NO_MODULE, _f, _get, root_name, within_noise
 from reports.findings import _accuracy, _fixes, confirmed_rows, plan_of, tried_best, tried_rows
 
 
@@ -119,9 +119,6 @@ def _ratio_spread(e2e: dict) -> Estimate:
 
 
 # ---------------------------------------------------------------- time tables
-
-NO_MODULE = "(no module)"
-
 
 def _time_rows(rows: Iterable[dict], empty: str = NO_MODULE) -> list[TimeRow]:
     """Roll-up rows; a blank key (ops outside any module) gets a name, gross split when present."""
@@ -316,8 +313,8 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         wall_ratio=_f(e2e.get("wall_ratio")),
         coverage=_f(cov.get("target")),
         by_class=_time_rows(d.get("by_class"), "other"),
-        by_module=_time_rows(d.get("by_module")),
-        by_module_kind=_time_rows(d.get("by_module_kind")),
+        by_module=_time_rows(d.get("by_module"), root_name(d)),
+        by_module_kind=_time_rows(d.get("by_module_kind"), root_name(d)),
         by_op_shape=_op_shape_rows(d.get("by_op_shape")),
         op_calls=_op_call_rows(_get(d, "alignment.op_calls", default=None)),
         confirmed=confirmed_rows(d.get("confirmed")),

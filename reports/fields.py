@@ -1,5 +1,6 @@
-"""Reading diagnosis.json's fields forgivingly: the adapters' two helpers (reports.build,
-reports.findings), so that a missing or non-finite field reads as absent alike everywhere."""
+"""Reading diagnosis.json's fields forgivingly: the adapters' helpers (reports.build,
+reports.findings, reports.terminal), so that a missing or non-finite field reads as absent, and
+a row is named, alike everywhere."""
 
 from __future__ import annotations
 
@@ -33,3 +34,23 @@ def within_noise(row: Any) -> bool:
     steps = row.get("gap_steps") if isinstance(row, dict) else None
     measured = isinstance(steps, (int, float)) and steps == steps and steps >= 2
     return bool(measured and not row.get("significant"))
+
+
+NO_MODULE = "(no module)"
+
+
+def outside_kinds(stats: dict) -> str:
+    """The runtime's kinds outside every module, largest first over both sides ('graph wrapper and
+    runtime dispatch, guard checks'), so that the root's row says what a reader could fix there."""
+    us: dict[str, float] = {}
+    for side in ("source", "target"):
+        for kind, v in (stats.get(f"{side}_outside_modules_by_kind_us") or {}).items():
+            us[kind] = us.get(kind, 0.0) + (_f(v) or 0.0)
+    return ", ".join(k for k, v in sorted(us.items(), key=lambda kv: -kv[1]) if v > 0)
+
+
+def root_name(d: dict) -> str:
+    """The name of a by_module (kind) row with a blank key (the root: ops outside every module),
+    naming the runtime's kinds in it where the diagnosis counted them."""
+    kinds = outside_kinds(_get(d, "alignment.stats", default=None) or {})
+    return f"{NO_MODULE[:-1]}: {kinds})" if kinds else NO_MODULE

@@ -15,7 +15,7 @@ from typing import Any
 
 from porter.core.units import DISPLAY_CHARS, elide, fmt_ratio, fmt_us, short_dtypes, short_shapes
 from reports.basis import overhead_text
-from reports.fields import within_noise
+from reports.fields import NO_MODULE, root_name, within_noise
 
 NOISY = 0.10  # IQR/median of step times above which the summary warns
 ELLIPSIS = "\u2026"
@@ -237,21 +237,11 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
     return lines
 
 
-def module_name(r: dict, outside: str = "") -> str:
+def module_name(r: dict, root: str = NO_MODULE) -> str:
     """A by_module (kind) row's name, marked where the module alone bore its gap out (--confirm);
-    the root's row named by the runtime's kinds in it (outside_kinds) where it holds them."""
-    name = r.get("key") or (f"(no module: {outside})" if outside else "(no module)")
+    the root's row named root (reports.fields.root_name)."""
+    name = r.get("key") or root
     return f"{name} (confirmed alone)" if r.get("evidence") == "confirmed alone" else name
-
-
-def outside_kinds(stats: dict) -> str:
-    """The runtime's kinds outside every module, largest first over both sides ('graph wrapper and
-    runtime dispatch, guard checks'), so that the root's row says what a reader could fix there."""
-    us: dict[str, float] = {}
-    for side in ("source", "target"):
-        for kind, v in (stats.get(f"{side}_outside_modules_by_kind_us") or {}).items():
-            us[kind] = us.get(kind, 0.0) + float(v or 0.0)
-    return ", ".join(k for k, v in sorted(us.items(), key=lambda kv: -kv[1]) if v > 0)
 
 
 def _gap(r: dict) -> tuple[float, Any]:
@@ -426,8 +416,8 @@ def summary_lines(d: dict, width: int = 80, top: int = TOP_ROWS) -> list[str]:
     mods, kinds = d.get("by_module") or [], d.get("by_module_kind") or []
     folded = bool(kinds) and len(kinds) < len(mods)
     lines += confirmed_lines(d.get("confirmed"), width)  # first: the profile's suspects, measured alone
-    outside = outside_kinds((d.get("alignment") or {}).get("stats") or {})
-    lines += losses_and_wins(kinds if folded else mods, lambda r: module_name(r, outside), width,
+    root = root_name(d)
+    lines += losses_and_wins(kinds if folded else mods, lambda r: module_name(r, root), width,
                              "module kind (instances summed)" if folded else "module", top)
     if d.get("by_class"):
         lines += class_lines(d["by_class"], width)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from reports import charts
 from reports.model import Fix, ReportModel, TimeRow
+from reports.fields import NO_MODULE
 from porter.core.units import fmt_days, fmt_pct, fmt_ratio, fmt_us
 
 TOP_MODULES = 15
@@ -289,11 +290,11 @@ def plain_name(key: str, parts: int = 2) -> str:
     """A module path's last `parts` named scopes, what a reader recognises, written as every other
     view writes the kind ('blocks/*/attn' stays as it is; a longer path reads '.../Qwen2MLP/Linear')."""
     if len(key) <= PLAIN_NAME_CHARS and key.strip("/*"):
-        return key.strip("/") or "(no module)"
+        return key.strip("/") or NO_MODULE
     scopes = [p for p in key.split("/") if p]
     named = [i for i, p in enumerate(scopes) if p != "*"]
     if not named:
-        return "(no module)"
+        return NO_MODULE
     start = named[-parts] if len(named) >= parts else named[0]
     return ("\u2026/" if start > 0 else "") + "/".join(scopes[start:])
 
@@ -328,7 +329,7 @@ def build_charts(m: ReportModel) -> dict[str, str]:
     mods = _largest(m.by_module_kind if folded else m.by_module, TOP_MODULES)
     what = "module kind, instances summed" if folded else "module"
     out["by_module"] = charts.grouped_hbar(
-        [r.key or "(no module)" for r in mods], [(src, [r.source_us for r in mods]), (tgt, [r.target_us for r in mods])],
+        [r.key or NO_MODULE for r in mods], [(src, [r.source_us for r in mods]), (tgt, [r.target_us for r in mods])],
         title=f"Device time by {what} (largest {len(mods)}), source vs target", fmt=fmt_us,
     )
     out["waterfall"] = charts.waterfall(

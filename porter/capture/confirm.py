@@ -117,6 +117,24 @@ class _Floor(torch.nn.Module):
         return x[(0,) * x.dim()] + 1
 
 
+def _is_kv_cache(v: Any) -> bool:
+    """A transformers KV cache (cache_utils.Cache and its kinds), found by class, not import:
+    porter loads transformers only where the model does."""
+    return any(c.__name__ == "Cache" and c.__module__.startswith("transformers") for c in type(v).__mro__)
+
+
+def _kept(v: Any) -> Any:
+    """A recorded argument as the replay takes it: a tensor cloned (the forward may change it in
+    place afterwards); a KV cache left out (None). A cache grows with every call given it: replayed,
+    llama_base's attention read the keys of 6816 positions after 100 calls instead of 64, and on
+    inductor each new length recompiled (865 compiles, 786 s for 111 modules). In one forward the
+    cache's slot of a layer starts empty, so without it the attention reads the same keys and
+    values; all that is left out is the cache's append of them."""
+    if isinstance(v, torch.Tensor):
+        return v.detach().clone()
+    return None if _is_kv_cache(v) else v
+
+
 def recorded_calls(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Sequence[str]) -> dict[str, list[tuple]]:
     """Porter path -> (args, kwargs) of every call each named module made in one forward."""
     named = {n.replace(".", "/"): m for n, m in model.named_modules() if n}
@@ -124,8 +142,7 @@ def recorded_calls(model: torch.nn.Module, inputs: tuple[Any, ...], paths: Seque
 
     def keep(path: str) -> Callable[..., None]:
         def hook(_m: Any, args: tuple, kwargs: dict) -> None:
-            clone = lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v  # noqa: E731
-            seen[path].append(tree_map(clone, (tuple(args), dict(kwargs))))
+            seen[path].append(tree_map(_kept, (tuple(args), dict(kwargs))))
         return hook
 
     hooks = [named[p].register_forward_pre_hook(keep(p), with_kwargs=True) for p in seen]

@@ -90,3 +90,9 @@ def test_a_planted_erfinv_under_inductor_gets_the_eager_fix_first(tmp_path):
     lines = summary_lines(doc, width=200)
     rows = [line for line in lines if "(no module" in line and line.lstrip()[:1] in "+-"]  # table rows, not fixes
     assert rows and all("(no module: graph wrapper and runtime dispatch" in r for r in rows), lines
+    # and report.md / report.html name it alike: one name for the root's row in every view
+    from reports.build import model_from_diagnosis
+    from reports.render import render_all
+
+    md = render_all(model_from_diagnosis(doc), ["md"])["report.md"]
+    assert "(no module: graph wrapper and runtime dispatch" in md and "| (no module) |" not in md

@@ -212,3 +212,24 @@ def test_live_summary_lists_the_demos_largest_op_call_gaps(tmp_path_factory):
         text = fmt_us(r["target_us"] - r["source_us"])
         assert line.strip().startswith(text if text.startswith("-") else "+" + text)
         assert line.endswith(f"{r['op']}#{r['call']}") and r["module"].split("/")[-1] in line
+
+
+def test_the_roots_row_is_named_by_the_runtimes_kinds_in_every_view() -> None:
+    """The blank-keyed by_module row is the runtime outside every module: the summary and the
+    report model both name it by the kinds counted there, largest over both sides first."""
+    from reports.build import model_from_diagnosis
+    from reports.fields import root_name
+
+    stats = {"source_outside_modules_by_kind_us": {"guard checks": 40.0},
+             "target_outside_modules_by_kind_us": {"graph wrapper and runtime dispatch": 300.0, "guard checks": 90.0,
+                                                   "transfers": 0.0}}
+    rows = [{"key": "", "source_us": 40.0, "target_us": 390.0}, {"key": "layers/0", "source_us": 10.0, "target_us": 12.0}]
+    d = {"alignment": {"stats": stats}, "by_module": rows, "by_module_kind": rows}
+    name = "(no module: graph wrapper and runtime dispatch, guard checks)"
+    assert root_name(d) == name
+    assert root_name({"alignment": {"stats": {}}}) == "(no module)"  # a recorded pair counts no kinds
+    m = model_from_diagnosis(d)
+    assert [r.key for r in m.by_module] == [name, "layers/0"] and m.by_module_kind[0].key == name
+    from reports.terminal import module_name
+
+    assert module_name(rows[0], root_name(d)) == name and module_name(rows[1], root_name(d)) == "layers/0"
