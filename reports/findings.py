@@ -162,9 +162,15 @@ def confirmed_verdict(r: dict) -> str:
     return "confirmed" if same else "opposite sign alone"
 
 
+def confirmed_name(r: dict) -> str:
+    """A re-timed module's name; one timed whole says so (its gap is its modules' and its own)."""
+    name = str(r.get("module") or "")
+    return f"{name} (whole, with the {r['inside']} modules inside)" if r.get("inside") else name
+
+
 def confirmed_rows(block: dict | None) -> list[ConfirmedRow]:
     """diagnosis.json `confirmed.modules`, in the diagnosis's order (largest profiled gap first)."""
-    return [ConfirmedRow(module=str(r.get("module") or ""), profiled_gap_us=_f(r.get("profiled_gap_us")),
+    return [ConfirmedRow(module=confirmed_name(r), profiled_gap_us=_f(r.get("profiled_gap_us")),
                          profiled_low_us=_f(r.get("profiled_low_us")), profiled_high_us=_f(r.get("profiled_high_us")),
                          alone_gap_us=_f(r.get("gap_us")), alone_low_us=_f(r.get("gap_low_us")),
                          alone_high_us=_f(r.get("gap_high_us")), verdict=confirmed_verdict(r))

@@ -390,7 +390,7 @@ def accuracy_lines(acc: dict | None, width: int) -> list[str]:
 def confirmed_lines(block: dict | None, width: int) -> list[str]:
     """The suspects re-timed alone (diagnosis.json `confirmed`): profiled gap per step beside the
     gap alone, each with its 95% interval, and the verdict."""
-    from reports.findings import confirmed_verdict
+    from reports.findings import confirmed_name, confirmed_verdict
 
     if not block or not block.get("modules"):
         return []
@@ -405,7 +405,7 @@ def confirmed_lines(block: dict | None, width: int) -> list[str]:
         prof = r.get("profiled_gap_us")
         iv = (f" [{_signed(r['profiled_low_us'])}, {_signed(r['profiled_high_us'])}]"
               if r.get("profiled_low_us") is not None else "")
-        lines += wrap(f"{r['module']}: {_signed(prof) if prof is not None else '-'}{iv} -> {_signed(r['gap_us'])} "
+        lines += wrap(f"{confirmed_name(r)}: {_signed(prof) if prof is not None else '-'}{iv} -> {_signed(r['gap_us'])} "
                       f"[{_signed(r['gap_low_us'])}, {_signed(r['gap_high_us'])}] {verdict}", width, "  ", "    ")
     return lines
 

@@ -40,7 +40,9 @@ Progress = Any
 CONFIRM_ALL = -1  # `--confirm all`: every module whose profiled gap is significant
 ALL_BUDGET_S = 90.0  # repeats stop early past this with --confirm all (at least 10 are taken)
 EVIDENCE = {"confirmed": "confirmed alone", "quiet": "not reproduced alone", "opposite": "opposite sign alone",
-            "unsized": "not sized alone", "error": "not replayed", "profiled": "profiled"}
+            "unsized": "not sized alone", "error": "not replayed", "profiled": "profiled",
+            "whole": "whole module alone, same sign", "whole_opposite": "whole module alone, opposite sign",
+            "whole_quiet": "whole module alone, within noise"}
 NOT_BORNE_OUT = ("quiet", "opposite", "unsized")  # within noise wherever the diagnosis ranks
 # a confirmed gap's 95% interval may be at most as wide as the gap (about +-50%): wider, and its
 # size is unknown to within the 1.5x that ranking modules needs (measured on gpt2_base -> xla,
@@ -137,13 +139,18 @@ def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: P
     rows = []
     for c in done:
         p = profiled.loc[c.module] if c.module in profiled.index else None
-        rows.append({**c.to_dict(),
-                     "profiled_gap_us": _step_gap(p), "profiled_low_us": _get(p, "gap_low_us"),
-                     "profiled_high_us": _get(p, "gap_high_us"), "profiled_significant": bool(_get(p, "significant"))})
+        if c.inside:  # timed whole: held against its profiled gap and its modules' summed (no interval)
+            rows.append({**c.to_dict(), "profiled_gap_us": _subtree_gap(d.by_module, c.module), "profiled_low_us": None,
+                         "profiled_high_us": None, "profiled_significant": bool(_get(p, "significant"))})
+        else:
+            rows.append({**c.to_dict(),
+                         "profiled_gap_us": _step_gap(p), "profiled_low_us": _get(p, "gap_low_us"),
+                         "profiled_high_us": _get(p, "gap_high_us"), "profiled_significant": bool(_get(p, "significant"))})
         rows[-1]["evidence"] = EVIDENCE[verdict(rows[-1])]
-    # ranked by the gap alone, largest loss first, then wins, then what could not be replayed: the
-    # profiled ranking chose them, the alone timing orders them
-    rows.sort(key=lambda r: (bool(r["error"]), not r["significant"], -(r["gap_us"] if r["gap_us"] == r["gap_us"] else 0.0)))
+    # ranked by the gap alone, largest loss first, then wins, then the modules timed whole, then what
+    # could not be replayed: the profiled ranking chose them, the alone timing orders them
+    rows.sort(key=lambda r: (bool(r["error"]), bool(r.get("inside")), not r["significant"],
+                             -(r["gap_us"] if r["gap_us"] == r["gap_us"] else 0.0)))
     d.seconds["confirm"] = time.perf_counter() - t0
     return {"clock": "cpu" if cpu_clock else "wall", "stacks": stacks, "modules": rows,
             "chosen": "every significant module" if n == CONFIRM_ALL else f"the {n} largest module gaps",
@@ -156,6 +163,10 @@ def verdict(row: dict[str, Any]) -> str:
     say how large it is?"""
     if row["error"]:
         return "error"
+    if row.get("inside"):  # timed whole: says nothing of its self time's gap, only of the whole's sign
+        if not row["significant"]:
+            return "whole_quiet"
+        return "whole" if (row["profiled_gap_us"] or 0.0) * row["gap_us"] > 0 else "whole_opposite"
     if not row["significant"]:
         return "quiet"
     if (row["profiled_gap_us"] or 0.0) * row["gap_us"] <= 0:
@@ -167,7 +178,7 @@ def apply_confirmed(d: Diagnosis, block: dict[str, Any]) -> None:
     """by_module gets each re-timed module's gap alone and its evidence; a module whose gap
     alone holds zero, has the other sign or is not sized is within noise everywhere the
     diagnosis ranks."""
-    said = {r["module"]: (verdict(r), r) for r in block["modules"]}
+    said = {r["module"]: (verdict(r), r) for r in block["modules"] if not r.get("inside")}  # self times only
     bm = d.by_module
     keys = bm["key"].astype(str).to_numpy()
     nan = float("nan")
@@ -202,6 +213,16 @@ def _quiet_kinds(d: Diagnosis, quiet: set[str], kept: set[str]) -> None:
     dead = {kind for kind, ks in members.items() if all(k in quiet for k in ks) and not any(k in kept for k in ks)}
     hit = kinds["key"].astype(str).isin(dead).to_numpy()
     d.by_module_kind = kinds.assign(significant=kinds["significant"].to_numpy() & ~hit)
+
+
+def _subtree_gap(by_module: pd.DataFrame, path: str) -> float:
+    """The profiled gap of a module and every module inside it, summed (per unprofiled step where
+    by_module has it): what the module timed whole is held against."""
+    keys = by_module["key"].astype(str)
+    rows = by_module[(keys == path) | keys.str.startswith(f"{path}/")]
+    if "source_step_us" in rows.columns:
+        return float((rows["target_step_us"] - rows["source_step_us"]).sum())
+    return float(rows["delta_us"].sum())
 
 
 def _step_gap(p: Any) -> float | None:

@@ -116,13 +116,21 @@ def test_confirm_retimes_the_largest_module_gaps_alone_on_both_stacks(tmp_path):
     steps = {m["key"]: m["target_step_us"] - m["source_step_us"] for m in d["by_module"] if m["key"]}
     chosen = sorted(steps, key=lambda k: -abs(steps[k]))[:3]
     assert sorted(m["module"] for m in block["modules"]) == sorted(chosen)  # the largest gaps per step
-    alone = [m["gap_us"] for m in block["modules"] if m["significant"]]
+    alone = [m["gap_us"] for m in block["modules"] if m["significant"] and not m["inside"]]
     assert alone == sorted(alone, reverse=True)  # listed by the gap alone, largest loss first
+    inside = {m["module"]: sum(1 for k in steps if k.startswith(m["module"] + "/")) for m in block["modules"]}
     for m in block["modules"]:
         assert not m["error"] and m["repeats"] >= 10 and m["calls"] >= 1
         assert m["gap_low_us"] <= m["gap_us"] <= m["gap_high_us"]
-        assert m["profiled_gap_us"] == pytest.approx(steps[m["module"]])
         assert m["significant"] == (m["gap_low_us"] > 0 or m["gap_high_us"] < 0)
+        assert m["inside"] >= inside[m["module"]]  # every profiled module inside it (and any the profile missed)
+        if m["inside"]:  # timed whole: held against its subtree's profiled gaps, its self row left as profiled
+            subtree = sum(v for k, v in steps.items() if k == m["module"] or k.startswith(m["module"] + "/"))
+            assert m["profiled_gap_us"] == pytest.approx(subtree) and m["evidence"].startswith("whole module alone")
+            row = next(r for r in d["by_module"] if r["key"] == m["module"])
+            assert row["evidence"] == "profiled" and row.get("alone_gap_us") is None
+            continue
+        assert m["profiled_gap_us"] == pytest.approx(steps[m["module"]])
         # by_module carries the gap alone and whether it bore the profiled one out; one it did
         # not is within noise there (the summary and the fix plan rank by_module's significant)
         row = next(r for r in d["by_module"] if r["key"] == m["module"])
@@ -138,5 +146,5 @@ def test_confirm_retimes_the_largest_module_gaps_alone_on_both_stacks(tmp_path):
     md = (tmp_path / "report.md").read_text()
     section = md.split("### Largest module gaps, confirmed alone")[1].split("###")[0]
     assert [line.split("|")[1].strip(" `") for line in section.splitlines() if line.startswith("| `")] == [
-        m["module"] for m in block["modules"]]
+        m["module"] + (f" (whole, with the {m['inside']} modules inside)" if m["inside"] else "") for m in block["modules"]]
     assert 'id="t-confirmed"' in (tmp_path / "report.html").read_text()

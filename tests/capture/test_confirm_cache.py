@@ -52,5 +52,7 @@ def test_replaying_a_decoder_layer_on_inductor_compiles_once_per_call_not_per_re
     done, = confirm(model, (tokens,), ["model/layers/0"], "eager", "inductor", cpu_clock=True, repeats=10, budget_s=5)
     compiles = counters["frames"]["total"] - before
     assert not done.error and done.repeats == 10
+    # timed whole: attention (4 projections, rotary), MLP (3 projections, act) and 2 norms inside
+    assert done.inside == len([n for n, _ in model.model.layers[0].named_modules() if n]) >= 10, done.inside
     # the layer and its floor, each with its callees' frames; a growing cache made one per repeat (~100)
     assert compiles <= 8, compiles

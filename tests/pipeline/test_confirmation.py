@@ -110,3 +110,26 @@ def test_a_bad_confirm_value_is_one_line_before_any_capture(tmp_path):
     assert r.returncode == 2
     assert "--confirm takes a count of modules or 'all', not 'most'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "d").exists()
+
+
+def test_a_module_timed_whole_leaves_its_self_times_verdict_alone():
+    """blocks/0/mlp holds fc1 and act: timed alone it is all three, so it is judged against the
+    subtree's profiled gap (fc1 +300, act +40, nothing of its own), not its self time, and says
+    nothing of by_module's rows: their evidence stays "profiled", their significance as it was."""
+    from porter.pipeline.confirmation import _subtree_gap
+
+    bm = _by_module()
+    assert _subtree_gap(bm, "blocks/0/mlp") == pytest.approx(340.0)
+    assert _subtree_gap(bm, "blocks/0/mlp/fc1") == pytest.approx(300.0)  # a leaf: itself
+    assert _subtree_gap(bm, "blocks/1") == pytest.approx(282.0)
+    whole = {**_row("blocks/0/mlp", 340.0, 250.0, 200.0, 300.0), "inside": 2}
+    assert verdict(whole) == "whole"
+    assert verdict({**whole, "gap_us": -250.0, "gap_low_us": -300.0, "gap_high_us": -200.0}) == "whole_opposite"
+    assert verdict({**whole, "gap_low_us": -10.0, "significant": False}) == "whole_quiet"
+    d = SimpleNamespace(by_module=bm.assign(key=bm["key"].replace("blocks/0/mlp/act", "blocks/0/mlp")),
+                        by_module_kind=_kinds(), groups=pd.DataFrame({"module": ["blocks/0/mlp"], "significant": [True]}))
+    apply_confirmed(d, {"modules": [{**whole, "module": "blocks/0/mlp", "gap_us": -250.0, "gap_low_us": -300.0,
+                                     "gap_high_us": -200.0}]})
+    row = d.by_module.set_index("key").loc["blocks/0/mlp"]
+    assert row["evidence"] == "profiled" and row["alone_gap_us"] != row["alone_gap_us"]  # NaN: no self time alone
+    assert d.groups["significant"].tolist() == [True]
