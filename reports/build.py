@@ -299,6 +299,7 @@ def model_from_diagnosis(d: dict) -> ReportModel:
     e2e = d.get("end_to_end") or {}
     cov = _get(d, "alignment.coverage", default={})
     live = bool(src.get("model"))
+    root = root_name(d)  # the blank-keyed row of by_module and by_module_kind
     return ReportModel(
         model=_model_name(src, tgt),
         mode="live" if live else "trace",
@@ -313,8 +314,8 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         wall_ratio=_f(e2e.get("wall_ratio")),
         coverage=_f(cov.get("target")),
         by_class=_time_rows(d.get("by_class"), "other"),
-        by_module=_time_rows(d.get("by_module"), root_name(d)),
-        by_module_kind=_time_rows(d.get("by_module_kind"), root_name(d)),
+        by_module=_time_rows(d.get("by_module"), root),
+        by_module_kind=_time_rows(d.get("by_module_kind"), root),
         by_op_shape=_op_shape_rows(d.get("by_op_shape")),
         op_calls=_op_call_rows(_get(d, "alignment.op_calls", default=None)),
         confirmed=confirmed_rows(d.get("confirmed")),

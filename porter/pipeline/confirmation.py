@@ -139,13 +139,12 @@ def confirm_block(d: Diagnosis, model: Any, n: int, cpu_clock: bool, progress: P
     rows = []
     for c in done:
         p = profiled.loc[c.module] if c.module in profiled.index else None
-        if c.inside:  # timed whole: held against its profiled gap and its modules' summed (no interval)
-            rows.append({**c.to_dict(), "profiled_gap_us": _subtree_gap(d.by_module, c.module), "profiled_low_us": None,
-                         "profiled_high_us": None, "profiled_significant": bool(_get(p, "significant"))})
-        else:
-            rows.append({**c.to_dict(),
-                         "profiled_gap_us": _step_gap(p), "profiled_low_us": _get(p, "gap_low_us"),
-                         "profiled_high_us": _get(p, "gap_high_us"), "profiled_significant": bool(_get(p, "significant"))})
+        # timed whole: held against its profiled gap and its modules' summed, which has no interval
+        whole = bool(c.inside)
+        rows.append({**c.to_dict(), "profiled_gap_us": _subtree_gap(d.by_module, c.module) if whole else _step_gap(p),
+                     "profiled_low_us": None if whole else _get(p, "gap_low_us"),
+                     "profiled_high_us": None if whole else _get(p, "gap_high_us"),
+                     "profiled_significant": bool(_get(p, "significant"))})
         rows[-1]["evidence"] = EVIDENCE[verdict(rows[-1])]
     # ranked by the gap alone, largest loss first, then wins, then the modules timed whole, then what
     # could not be replayed: the profiled ranking chose them, the alone timing orders them
