@@ -227,14 +227,34 @@ def members_json(nodes: list[str], record: RegionRecord, idle: set[str] | frozen
 
 
 def fresh_nodes(record: RegionRecord) -> dict[str, list[str]]:
-    """Call-site handle -> its nodes not computed by an earlier call (handles in call order)."""
+    """Call-site handle -> its nodes not computed by an earlier call (handles in call order). An
+    extern call computes the nodes of its own op only (own_nodes)."""
     seen: set[str] = set()
     out = {}
     for handle in sorted(record.handle_nodes, key=lambda h: int(h.rsplit(":", 1)[1])):
         nodes = [n for n in record.handle_nodes[handle] if n in record.node_modules]
+        if not _generated(handle):
+            nodes = own_nodes(handle, nodes, record) or nodes
         out[handle] = [n for n in nodes if n not in seen] or nodes
         seen.update(nodes)
     return out
+
+
+def extern_op(handle: str) -> str:
+    """The op an extern call site runs: 'extern_kernels.mm:6' -> 'mm',
+    'torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:8' -> that op's name."""
+    parts = handle.rsplit(":", 1)[0].split(".")
+    if parts[:2] == ["torch", "ops"] and len(parts) >= 4:
+        return parts[3]
+    return parts[1] if len(parts) >= 2 and parts[0] in ("aten", "extern_kernels") else parts[-1]
+
+
+def own_nodes(handle: str, nodes: list[str], record: RegionRecord) -> list[str]:
+    """The nodes of an extern call's own op. Its handle also lists its inputs' producers: Llama's
+    SDPA call lists the rotary embedding and the q/k/v views the fused kernel before it computed,
+    so by the deepest-common rule the attention (and the allocations under it) went to the model."""
+    op = extern_op(handle)
+    return [n for n in nodes if record.node_costs.get(n, ("", 0.0))[0].rpartition("::")[2] == op]
 
 
 def _generated(handle: str) -> bool:
@@ -243,13 +263,15 @@ def _generated(handle: str) -> bool:
 
 
 def idle_nodes(record: RegionRecord) -> dict[str, set[str]]:
-    """Generated call-site handle -> the matmul and convolution nodes it lists that an extern call
-    computes: there the kernel only writes that op's input in the layout the extern call wants
+    """Generated call-site handle -> the nodes it lists that an extern call computes (its own op:
+    a matmul, a convolution, an SDPA): there the kernel only writes that op's input in the layout
+    the extern call wants
     (resnet's BatchNorm+ReLU kernel lists the next convolution; priced at its FLOPs, that
     convolution took 98% of a kernel that does none of its arithmetic)."""
-    extern = {n for h, nodes in record.handle_nodes.items() if not _generated(h) for n in nodes}
     heavy = lambda n: _heavy(record.node_costs.get(n, ("", 0.0))[0].rpartition("::")[2])  # noqa: E731
-    return {h: {n for n in nodes if n in extern and heavy(n)} for h, nodes in record.handle_nodes.items() if _generated(h)}
+    extern = {n for h, nodes in record.handle_nodes.items() if not _generated(h)
+              for n in (own_nodes(h, nodes, record) or [n for n in nodes if heavy(n)])}
+    return {h: {n for n in nodes if n in extern} for h, nodes in record.handle_nodes.items() if _generated(h)}
 
 
 def handle_modules(record: RegionRecord) -> dict[str, str]:

@@ -181,3 +181,49 @@ def test_a_global_function_in_the_module_stack_is_not_a_module_path():
     assert innermost_path({"a": (layer, object), "b": (g, object)}) == "model/layers/0/self_attn"
     assert innermost_path({"b": (g, object)}) is None
     assert innermost_path({"a": (layer, object)}) == "model/layers/0/self_attn"
+
+
+def test_an_extern_call_takes_its_own_ops_module_not_its_inputs_producers():
+    """Inductor's handle for an extern call (the SDPA fallback, a GEMM) lists its inputs'
+    producers too; a fused kernel before it computed them. The deepest-common rule over all of
+    them sent Llama's attention call, and every allocation under it, to the model (a phantom
+    +400 us/step in `model/model` and the same win in each self_attn on llama_base)."""
+    sdpa = "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:8"
+    rope = "cpp_fused__scaled_dot_product_flash_attention_for_cpu_cos_mul_sin_3:7"
+    rec = RegionRecord(
+        handle_nodes={rope: ["cos", "q_embed", "attn"], sdpa: ["cos", "q_embed", "attn"],
+                      "extern_kernels.mm:9": ["view_5", "mm_3"]},
+        node_modules={"cos": "model/rotary_emb", "q_embed": "model/layers/0/self_attn",
+                      "attn": "model/layers/0/self_attn", "view_5": "model/layers/0/mlp", "mm_3": "model/layers/0/mlp/up"},
+        node_costs={"cos": ("aten::cos", 64.0), "q_embed": ("aten::add", 32.0),
+                    "attn": ("aten::_scaled_dot_product_flash_attention_for_cpu", 5000.0),
+                    "view_5": ("aten::view", 0.0), "mm_3": ("aten::mm", 9000.0)})
+    got = handle_modules(rec)
+    assert got[sdpa] == "model/layers/0/self_attn"  # its own node, though the kernel before computed all three
+    assert got["extern_kernels.mm:9"] == "model/layers/0/mlp/up"
+    # the fused kernel only lays out the SDPA's input: the attention node costs nothing there
+    members = json.loads(handle_members(rec)[rope])
+    assert [m[0] for m in members] == ["model/rotary_emb", "model/layers/0/self_attn"]
+    assert members[0][2] == pytest.approx(64 / 96)
+
+
+@pytest.mark.slow
+def test_every_attention_call_of_a_stock_llama_lands_in_its_attention_module(tmp_path):
+    """Live: transformers' Llama (2 layers) compiled by inductor: each profiled SDPA call, and
+    everything it launched, carries its own layer's self_attn path."""
+    from tests.e2e.test_live_identity import LIBRARY
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ops = capture(f"{LIBRARY}:llama_tiny", "cpu:inductor", tmp_path / "t", OPTS).ops
+    finally:
+        torch.set_num_threads(threads)
+    ops = ops[ops["step"] >= 0]
+    sdpa = ops[ops["name"].str.contains("scaled_dot_product", regex=False) & ~ops["name"].str.startswith("graph_")]
+    assert len(sdpa) == 2 * OPTS.steps, sdpa["name"].tolist()  # one per layer per step
+    layer = sdpa["module"].str.extract(r"layers/(\d+)/self_attn$")[0]
+    assert layer.notna().all(), sorted(set(sdpa["module"]))
+    assert sorted(layer.unique()) == ["0", "1"]
+    kids = ops[ops["parent_id"].isin(sdpa["op_id"])]
+    assert len(kids) and kids["module"].str.endswith("/self_attn").all(), sorted(set(kids["module"]))
