@@ -16,7 +16,9 @@ compiler, while it compiles, which FX nodes each kernel call computes:
   common module path of its nodes, not counting nodes that an earlier call of the same
   graph already computed (inductor recomputes cheap producers, e.g. the embedding sum,
   inside later fused kernels; they belong to the first kernel that computes them). Nodes
-  written in the root forward have path '' and so pull the call to the root ('').
+  written in the root forward have path '' and so pull the call to the root (''). An extern
+  call (a GEMM, the SDPA fallback) computes its own op's nodes only: its handle lists its
+  inputs' producers too (own_nodes).
 * Each post-grad node also names the op call of the model code it came from (node_calls:
   dynamo's source_fn_stack), and a kernel call takes its costliest node's (``ops.call``, the
   per-call identity porter.targets.call_tags defines). A kernel whose nodes come from two
