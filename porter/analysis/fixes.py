@@ -35,7 +35,7 @@ import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -89,8 +89,6 @@ CONDITIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "outside": ((list,), "the row is the target runtime's time outside every module, of a kind in the list "
                          "(porter.analysis.outside: guard checks, graph wrapper and runtime dispatch, transfers); "
                          "such rows match only fixes that name this condition"),
-    "has_inside": ((bool,), "the group's module has modules inside it that ran in this run (its own ops only are the "
-                            "group: torch.compiler.disable on its forward would take those modules out of the graph too)"),
     "op_status": ((list,), "the op's portability status on the target (porter ops) in the list"),
     "has_decomposition": ((bool,), "torch has a core ATen decomposition for the op (porter ops)"),
 }
@@ -252,17 +250,6 @@ class Symptoms:
     outside: str = ""  # the runtime's time outside every module, of this kind ('' for a matched group)
     source_stack: str = "other"  # the source's stack (porter.core.stacks key), as `stack` is the target's
     rewrite_differs: bool = False  # a rewrite's module computes what the original does not (porter.accuracy.rewrite)
-    has_inside: bool = False  # other groups' modules lie inside this group's module
-
-
-def modules_with_inside(modules: Iterable[str]) -> set[str]:
-    """Every module path that is a proper ancestor of another path in modules ('' included when
-    any path is named): the modules whose groups hold only their own ops, not their children's."""
-    out: set[str] = set()
-    for path in {str(m) for m in modules if m}:
-        parts = path.split("/")
-        out.update("/".join(parts[:k]) for k in range(len(parts)))
-    return out
 
 
 def tile_for(device_type: str, dtype: str) -> int:
@@ -360,8 +347,6 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
         "target_compiled": (column(groups, "compiled", "").fillna("").astype(str) == "target").to_numpy(),
         "outside": column(groups, "outside", "").fillna("").astype(str),
         "rewrite_differs": column(groups, "rewrite_differs", False).fillna(False).astype(bool).to_numpy(),
-        "has_inside": groups["module"].fillna("").astype(str).isin(
-            modules_with_inside(groups["module"].fillna("").astype(str).unique())).to_numpy(),
         "became_sort": [bool(_SORT.search(t)) and not _SORT.search(s) for t, s in zip(
             groups["framework_op"].astype(str), column(groups, "source_framework_op", "").fillna("").astype(str))],
     }, index=groups.index)
@@ -403,7 +388,7 @@ def applies(cond: Mapping[str, Any], s: Mapping[str, Any]) -> bool:
         if key in ("framework_op", "module") and not re.search(want, str(s[key]), re.IGNORECASE):
             return False
         if key in ("misaligned", "dtype_changed", "on_host", "introduces_error", "already_fused", "became_sort",
-                   "source_compiled", "target_compiled", "rewrite_differs", "has_inside") and bool(s.get(key, False)) != want:
+                   "source_compiled", "target_compiled", "rewrite_differs") and bool(s[key]) != want:
             return False
         threshold = THRESHOLDS.get(key)
         if threshold:

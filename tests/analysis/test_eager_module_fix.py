@@ -63,17 +63,3 @@ def test_recovers_must_be_model_or_source(tmp_path):
     bad.write_text(f'[[fix]]\nid = "{EAGER}"\nrecovers = "everything"\n')
     with pytest.raises(PorterError, match="recovers must be one of"):
         load_catalogue(bad)
-
-
-def test_a_module_with_modules_inside_gets_no_eager_fix_for_its_own_ops():
-    """torch.compiler.disable on a module's forward takes every module inside it out of the graph:
-    the module's own ops' gap (llama_base's `model/model`, +340 us/step) does not price that."""
-    leaf = _act("torch-cpu")
-    parent = leaf.iloc[[0]].assign(group_id="g1", module="model/layers/1/mlp", framework_op="aten::mul")
-    fixes = rank_fixes(pd.concat([leaf, parent], ignore_index=True))
-    eager = [f for f in fixes if f.fix_id == EAGER]
-    assert len(eager) == 1 and eager[0].modules == ("model/layers/1/mlp/act_fn",)
-    # the parent's own ops keep the fixes that do not move its modules out of the graph
-    assert any(f.fix_id == "portable-kernel" and "model/layers/1/mlp" in f.modules for f in fixes)
-    alone = rank_fixes(parent.assign(outside=""))  # with nothing inside it in this run, it is a leaf
-    assert [f.modules for f in alone if f.fix_id == EAGER] == [("model/layers/1/mlp",)]
