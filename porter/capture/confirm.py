@@ -13,8 +13,8 @@ is timed beside it and taken off: a module inside the compiled model does not pa
 dispatch and argument handling a call alone pays. A module with modules inside it is timed whole
 (it and they), so it is held against its profiled gap and theirs summed, not its self time: held
 against that, a Llama decoder layer read -23 us profiled and -414 us alone, "confirmed". The
-gap's interval is the median's 95%
-order-statistic interval over the repeats (porter.core.samples.median_ci).
+gap's interval is the median's 95% order-statistic interval over the repeats
+(porter.core.samples.median_ci).
 
 Only torch-based stacks that run here replay (eager, inductor, xla via torchax); ORT would
 need an export per module, and is said to be unconfirmed instead.
