@@ -71,6 +71,7 @@ class TimeRow(Gap):
     gross_loss_us: float | None = None  # op classes: the gaps of the slower op shapes, summed
     gross_win_us: float | None = None  # and of the faster ones (negative); loss + win = gap
     within_noise: bool = False  # a live pair's gap interval holds zero, or alone timing did not bear it out
+    runtime: bool = False  # the root's row holds only the runtime (porter.analysis.outside.runtime_step)
 
     @property
     def roofline_distance(self) -> float | None:

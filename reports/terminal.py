@@ -163,6 +163,7 @@ def header_lines(d: dict, width: int) -> list[str]:
     lines += wrap(f"coverage: {cov.get('source', 0) * 100:.2f}% of source, {cov.get('target', 0) * 100:.2f}% of "
                   f"target time in {len(d.get('groups') or [])} matched groups", width)
     lines += outside_lines((d.get("alignment") or {}).get("stats") or {}, width)
+    lines += runtime_lines((d.get("headline") or {}).get("runtime"), width)
     return lines
 
 
@@ -203,6 +204,23 @@ def outside_lines(stats: dict, width: int) -> list[str]:
     return wrap(f"outside every module, unmatched (in coverage's denominator): {'; '.join(parts)}", width)
 
 
+def runtime_lines(block: dict | None, width: int) -> list[str]:
+    """Each side's runtime per step, like for like (porter.analysis.outside.runtime_step): an
+    eager source's Python and dispatch between ops against a compiled target's wrapper, guard
+    checks and its own time between ops. Not a module: the module rankings leave it out."""
+    if not block:
+        return []
+    def side(role: str) -> str:
+        b = block[role]
+        parts = [f"{k} {_us(v)}" for k, v in sorted(b["kinds_us"].items(), key=lambda kv: -kv[1]) if v > 0]
+        parts.append(f"between ops {_us(b['between_us'])}")
+        return f"{role} {_us(b['total_us'])} ({', '.join(parts)})"
+    ratio = block.get("ratio")
+    verdict = "" if ratio is None else f": x{ratio:.2f}, target {'slower' if ratio > 1 else 'faster'}"
+    return wrap(f"runtime per step, outside the modules' ops: {side('source')} -> {side('target')}"
+                f"{verdict} ({_signed(block['gap_us'])})", width, more="    ")
+
+
 ONE_SIDE = {"source": "src only", "target": "tgt only"}
 NOT_BORNE_OUT = ("not reproduced alone", "opposite sign alone", "not sized alone")  # by_module's evidence (porter.pipeline.confirmation)  # a row on one side has no ratio (porter.analysis.opshape)
 
@@ -218,6 +236,7 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
     rows whose gap interval holds zero (a live pair's, porter.analysis.gap_noise) are neither,
     and are counted on one line after them."""
     lines = []
+    rows = [r for r in rows if not r.get("runtime")]  # the runtime's own row: runtime_lines compares it
     noise = [r for r in rows if within_noise(r)]
     rows = [{**r, "delta_us": gap, "ratio": ratio} for r in rows if not within_noise(r) for gap, ratio in [_gap(r)]]
     per_step = any("source_step_us" in r for r in rows)

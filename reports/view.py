@@ -277,7 +277,7 @@ def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[Tim
     """The n largest losses (target slower) and n largest wins (target faster) by module (kind),
     of the rows beyond noise (a live pair's: porter.analysis.gap_noise, --confirm)."""
     _, rows = where_rows(m)
-    rows = [r for r in rows if not r.within_noise]
+    rows = [r for r in rows if not r.within_noise and not r.runtime]  # the runtime's row is no module
     losses = sorted((r for r in rows if r.gap_us > 0), key=lambda r: r.gap_us, reverse=True)[:n]
     wins = sorted((r for r in rows if r.gap_us < 0), key=lambda r: r.gap_us)[:n]
     return losses, wins

@@ -43,10 +43,12 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
                roofline: pd.DataFrame, *, source_device_type: str, target_device_type: str, target_stack: str = "other",
                source_stack: str = "other",
                fused_modules: set[str] = frozenset(), accuracy: pd.DataFrame | None = None,
-               outside: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {})) -> pd.DataFrame:
+               outside: tuple[Mapping[str, float], Mapping[str, float]] = ({}, {}),
+               runtime_share: float | None = None) -> pd.DataFrame:
     """The `groups` input of porter.analysis.fixes.rank_fixes (docs/fixes.md), one row per matched
     group, then one per kind of the target runtime's time outside every module (outside: each
-    side's time per kind, alignment stats `{side}_outside_modules_by_kind_us`)."""
+    side's time per kind, alignment stats `{side}_outside_modules_by_kind_us`; runtime_share:
+    porter.analysis.outside.source_runtime_share on a live pair)."""
     gid = groups["group_id"]
     s, t = source_facts.reindex(gid), target_facts.reindex(gid)
     rl = roofline.set_index("group_id").reindex(gid)
@@ -95,7 +97,7 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         if "rewrite_op" in acc.columns:  # a rewrite's op named (porter.accuracy.rewrite)
             out["rewrite_differs"] = acc["rewrite_op"].reindex(out["module"]).notna().to_numpy()
     rows = outside_fix_groups(*outside, target_device_type=target_device_type, target_stack=target_stack,
-                              source_device_type=source_device_type)
+                              source_device_type=source_device_type, runtime_share=runtime_share)
     if rows.empty:
         return out
     both = pd.concat([out.assign(outside=""), rows], ignore_index=True)
@@ -107,13 +109,16 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
 
 
 def outside_fix_groups(source: Mapping[str, float], target: Mapping[str, float], *, target_device_type: str,
-                       target_stack: str, source_device_type: str) -> pd.DataFrame:
+                       target_stack: str, source_device_type: str, runtime_share: float | None = None) -> pd.DataFrame:
     """One fix-table row per kind of the target runtime's time outside every module: no module
     ran it and it has no cost model, so the time the source does not spend there (demonstrated_us)
-    is what a fix of its kind can recover."""
+    is what a fix of its kind can recover. With runtime_share (a live pair's), the source's side
+    of each row is that share of the target's time: the source's whole runtime, its Python and
+    dispatch between ops included, against the target's, so an eager source that spends more
+    there than the compiled target's wrapper leaves the wrapper no gap to close."""
     rows = []
     for kind, us in target.items():
-        src = float(source.get(kind, 0.0) or 0.0)
+        src = float(source.get(kind, 0.0) or 0.0) if runtime_share is None else runtime_share * float(us or 0.0)
         if not us or us <= 0:
             continue
         rows.append({

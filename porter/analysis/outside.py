@@ -12,6 +12,7 @@ line, the outside share and the rest add up to each side's whole time.
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -59,3 +60,53 @@ def outside_times(frame: pd.DataFrame, unmatched: np.ndarray) -> dict[str, float
         if kind:
             out[kind] = out.get(kind, 0.0) + float(time[r])
     return out
+
+
+ROOT_MODEL_SHARE = 0.1  # the root's row is the runtime's when the model's own ops there are under this share of it
+
+
+def runtime_step(stats: Mapping[str, Any], sides: Mapping[str, Any], counted: Mapping[str, Any] | None,
+                 root: Mapping[str, float]) -> dict[str, Any] | None:
+    """Each side's runtime per unprofiled step, compared like for like (live pairs).
+
+    The compiled target's wrapper and guard checks have no row on an eager source, whose own
+    runtime (Python and dispatch between ops: 56% of a Llama step on this machine) lies between
+    its ops, where no group counts it. Ranked against nothing, the wrapper read as the largest
+    "loss" (+1.56 ms per step on planted Llama -> inductor, above the planted module's +1.04 ms)
+    beside a target 14% faster. Here each side's runtime is its kinds outside every module
+    (counted per profiled step, times its step scale) plus its time between ops (`counted`:
+    porter.analysis.headline.ops_step). root: each side's root-row time per unprofiled step; the
+    row is the runtime's (``root_is_runtime``) when the model's own ops in it, on either side, are
+    a small share of the larger side's row (stock Llama's 5 us of slicing at the root beside
+    the compiled target's 939 us of wrapper and guards)."""
+    if not sides or not counted:
+        return None
+    out: dict[str, Any] = {}
+    for role in ("source", "target"):
+        side = sides.get(role) or {}
+        per = (side.get("step_scale") or float("nan")) / max(int(side.get("profiled_steps") or 1), 1)
+        kinds = {k: float(v) * per for k, v in (stats.get(f"{role}_outside_modules_by_kind_us") or {}).items() if v}
+        between = max(float(counted.get(f"{role}_between_us") or 0.0), 0.0)
+        out[role] = {"kinds_us": kinds, "between_us": between, "total_us": sum(kinds.values()) + between,
+                     "root_us": float(root.get(role) or 0.0)}
+    s, t = out["source"]["total_us"], out["target"]["total_us"]
+    if not (np.isfinite(s) and np.isfinite(t)):
+        return None
+    own = [out[r]["root_us"] - sum(out[r]["kinds_us"].values()) for r in ("source", "target")]
+    row = max(out["source"]["root_us"], out["target"]["root_us"], 0.0)
+    out.update(gap_us=t - s, ratio=t / s if s > 0 else None,
+               root_is_runtime=bool(row > 0 and max(own) <= ROOT_MODEL_SHARE * row))
+    return out
+
+
+def source_runtime_share(runtime: Mapping[str, Any] | None) -> float:
+    """The share of the target's runtime kinds (the outside-every-module rows a fix table holds)
+    that the source's own runtime matches: what a fix of those kinds cannot claim as a gap. The
+    target's own time between ops is matched first: it is runtime too, and no kind's fix cuts it."""
+    if not runtime:
+        return 0.0
+    kinds = sum(runtime["target"]["kinds_us"].values())
+    if kinds <= 0:
+        return 0.0
+    matched = max(runtime["source"]["total_us"] - runtime["target"]["between_us"], 0.0)
+    return float(min(matched / kinds, 1.0))

@@ -26,6 +26,7 @@ from porter.analysis.fixplan import catalogue_from, fix_groups, fix_plan, fused_
 from porter.analysis.fixrank import RankedFix, matched_fixes
 from porter.analysis.plan import plan_fixes
 from porter.analysis.gap_noise import with_group_gaps, with_key_gaps
+from porter.analysis.outside import runtime_step, source_runtime_share
 from porter.analysis.groupcost import group_facts
 from porter.analysis.headline import headline, ops_step, scaled_to_step
 from porter.analysis.opshape import class_gross, op_shape_table
@@ -196,11 +197,30 @@ def perf_model(d: Diagnosis, catalogue: Catalogue, accuracy: dict[str, Any] | No
         target_stack=stack_of(d.target.manifest, compiles=has_regions(d.target.ops)),
         source_stack=stack_of(d.source.manifest, compiles=has_regions(d.source.ops)),
         fused_modules=fused_attention_modules(al.source_ops, al.target_ops), accuracy=acc,
-        outside=tuple(al.stats.get(f"{side}_outside_modules_by_kind_us") or {} for side in ("source", "target")))
+        outside=tuple(al.stats.get(f"{side}_outside_modules_by_kind_us") or {} for side in ("source", "target")),
+        runtime_share=source_runtime_share(runtime) if (runtime := (d.headline or {}).get("runtime")) else None)
     found = matched_fixes(groups, catalogue, src_c.ceilings, tgt_c.ceilings)
     d.accuracy = accuracy
     d.seconds.update(cost=t1 - t0, rank=time.perf_counter() - t1)
     return found
+
+
+def runtime_row(d: Diagnosis, counted: dict[str, Any]) -> None:
+    """Each side's runtime per step, like for like, into the headline (porter.analysis.outside.
+    runtime_step); where the root's row holds only the runtime, it is marked `runtime`: the
+    module rankings leave it out and the summary compares it on its own line."""
+    bm = d.by_module
+    root = bm[bm["key"].astype(str) == ""] if "source_step_us" in bm.columns else bm.iloc[0:0]
+    at_root = {r: float(root[f"{r}_step_us"].sum()) for r in ("source", "target")} if len(root) else {}
+    block = runtime_step(d.alignment.stats, (d.headline or {}).get("sides") or {}, counted, at_root)
+    if block is None:
+        return
+    d.headline["runtime"] = block
+    if block["root_is_runtime"]:
+        for name in ("by_module", "by_module_kind"):
+            t = getattr(d, name)
+            if t is not None and len(t) and "key" in t.columns:
+                setattr(d, name, t.assign(runtime=t["key"].astype(str).to_numpy() == ""))
 
 
 def per_step(d: Diagnosis, tables: tuple[str, ...] = STEP_TABLES) -> None:
@@ -308,10 +328,11 @@ def build(source: Bundle, target: Bundle, out: Path, *, t0: float, model: Any = 
     d.confirmed = confirm_block(d, model, confirm, getattr(paired_timing, "clock", "wall") == "cpu", progress)
     if d.confirmed:
         apply_confirmed(d, d.confirmed)  # the summary and the fixes rank confirmed gaps
-    found = perf_model(d, cat, acc)  # the fixes match only gaps beyond noise (porter.analysis.fixrank)
-    per_step(d, ("by_op_shape",))
     if d.headline and (counted := ops_step(d.by_module, d.headline)) is not None:
         d.headline["ops_step"] = counted  # the step table's ratio beside the headline's, and why they differ
+        runtime_row(d, counted)
+    found = perf_model(d, cat, acc)  # the fixes match only gaps beyond noise (porter.analysis.fixrank)
+    per_step(d, ("by_op_shape",))
     set_fixes(d, fix_plan(found, portability(d, model, catalogue, progress) if ops else ()))
     d.seconds.update(seconds or {})
     d.seconds["accuracy"] = t_acc

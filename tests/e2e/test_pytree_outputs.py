@@ -74,6 +74,31 @@ def test_stock_llama_diagnoses_on_every_stack_with_the_same_module_paths(target,
     stats = d["alignment"]["stats"]
     assert d["alignment"]["coverage"]["target"] + stats.get("target_unmatched_outside_modules_share", 0.0) > 0.98
     assert d["accuracy"]["suspects"] == []
+    # each side's runtime per step, like for like: its kinds outside every module (per profiled
+    # step, less the profiler's slowdown) and its time between ops (porter.analysis.outside)
+    runtime, counted, sides = d["headline"]["runtime"], d["headline"]["ops_step"], d["headline"]["sides"]
+    for role in ("source", "target"):
+        kinds = stats.get(f"{role}_outside_modules_by_kind_us") or {}
+        per = sides[role]["step_scale"] / sides[role]["profiled_steps"]
+        assert runtime[role]["kinds_us"] == pytest.approx({k: v * per for k, v in kinds.items() if v})
+        assert runtime[role]["between_us"] == pytest.approx(max(counted[f"{role}_between_us"], 0.0))
+        assert runtime[role]["total_us"] == pytest.approx(sum(runtime[role]["kinds_us"].values()) + runtime[role]["between_us"])
+    if target != "cpu:inductor":
+        return
+    assert runtime["target"]["kinds_us"].get("graph wrapper and runtime dispatch", 0.0) > 0
+    # the runtime's root row is no module's: out of by_module's rankings, marked so
+    root = [r for r in d["by_module"] if r["key"] == ""]
+    assert runtime["root_is_runtime"]  # stock Llama's root holds a few us of slicing beside the wrapper
+    assert root and all(r["runtime"] is True for r in root)
+    # the runtime's fixes close only what the target's runtime spends beyond the source's
+    share = min(max(runtime["source"]["total_us"] - runtime["target"]["between_us"], 0.0)
+                / sum(runtime["target"]["kinds_us"].values()), 1.0)
+    wrapper = stats["target_outside_modules_by_kind_us"]["graph wrapper and runtime dispatch"]
+    fix = next((f for f in d["fixes"] if f["fix_id"] == "cut-graph-wrapper"), None)
+    if share >= 1.0:
+        assert fix is None, fix  # eager's time between ops matches all the wrapper's: nothing to close
+    else:
+        assert fix is not None and fix["measured_gap_us"] == pytest.approx(wrapper * (1 - share), rel=1e-6)
 
 
 @pytest.mark.slow

@@ -233,3 +233,28 @@ def test_the_roots_row_is_named_by_the_runtimes_kinds_in_every_view() -> None:
     from reports.terminal import module_name
 
     assert module_name(rows[0], root_name(d)) == name and module_name(rows[1], root_name(d)) == "layers/0"
+
+
+def test_the_runtimes_row_leaves_the_module_rankings_for_a_line_of_its_own() -> None:
+    """A live pair's root row that holds only the runtime (porter.analysis.outside.runtime_step)
+    is no module: neither the terminal's nor the report's largest losses rank it; the runtime
+    line compares it with the source's runtime, its time between ops included."""
+    from reports.build import model_from_diagnosis
+    from reports.terminal import losses_and_wins as terminal_losses, runtime_lines
+    from reports.view import losses_and_wins as view_losses
+
+    rows = [{"key": "", "source_us": 0.0, "target_us": 1500.0, "delta_us": 1500.0, "runtime": True},
+            {"key": "layers/0/act", "source_us": 100.0, "target_us": 900.0, "delta_us": 800.0, "runtime": False}]
+    lines = terminal_losses(rows, lambda r: r["key"] or "(no module)", 100, "module", 3)
+    assert [line.split()[-1] for line in lines[1:2]] == ["layers/0/act"] and "(no module)" not in " ".join(lines)
+    m = model_from_diagnosis({"by_module": rows, "by_module_kind": rows})
+    losses, _ = view_losses(m)
+    assert [r.key for r in losses] == ["layers/0/act"]
+    block = {"source": {"kinds_us": {}, "between_us": 3500.0, "total_us": 3500.0},
+             "target": {"kinds_us": {"graph wrapper and runtime dispatch": 600.0, "guard checks": 150.0},
+                        "between_us": 350.0, "total_us": 1100.0}, "gap_us": -2400.0, "ratio": 1100.0 / 3500.0}
+    text = " ".join(runtime_lines(block, 400))
+    assert text.startswith("runtime per step, outside the modules' ops: source 3.50 ms (between ops 3.50 ms) -> "
+                           "target 1.10 ms (graph wrapper and runtime dispatch 600.0 us, guard checks 150.0 us, "
+                           "between ops 350.0 us): x0.31, target faster"), text
+    assert runtime_lines(None, 80) == []
