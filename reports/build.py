@@ -342,7 +342,15 @@ def model_from_diagnosis(d: dict) -> ReportModel:
         outside_share={side: float(v) for side in ("source", "target")
                        if (v := _get(d, f"alignment.stats.{side}_unmatched_outside_modules_share", default=None))},
         outside_kinds={side: _outside_kinds(d, side) for side in ("source", "target")},
+        runtime_step_us=_runtime_step(d),
     )
+
+
+def _runtime_step(d: dict) -> dict[str, float]:
+    """{side: its runtime per unprofiled step, between ops included} (headline.runtime, live pairs)."""
+    block = _get(d, "headline.runtime", default=None) or {}
+    return {side: float(v) for side in ("source", "target")
+            if (v := _f((block.get(side) or {}).get("total_us"))) is not None}
 
 
 def _outside_kinds(d: dict, side: str) -> dict[str, float]:

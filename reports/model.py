@@ -297,6 +297,7 @@ class ReportModel:
     measured_split_share: dict[str, float] = field(default_factory=dict)  # side -> share split by the other side's measured op-call times
     outside_share: dict[str, float] = field(default_factory=dict)  # side -> share of its time outside every module, unpaired (in coverage's denominator)
     outside_kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> {what it is: share of the side's time}
+    runtime_step_us: dict[str, float] = field(default_factory=dict)  # side -> its runtime per step, time between ops included (live)
     op_calls: list[OpCallRow] = field(default_factory=list)  # live pairs: per op call, largest |gap| first
     confirmed: list[ConfirmedRow] = field(default_factory=list)  # live pairs with --confirm: suspects alone
     profiled_ratio: float | None = None  # live pairs: the profiled steps' ratio (where the time goes), beside the headline

@@ -154,10 +154,15 @@ def outside_text(m: ReportModel) -> str:
         kinds = ", ".join(f"{k} {fmt_pct(s, 1)}" for k, s in sorted((m.outside_kinds.get(side) or {}).items(),
                                                                      key=lambda kv: -kv[1]))
         parts.append(f"{fmt_pct(v, 1)} of the {side}'s" + (f" ({kinds})" if kinds else ""))
+    rt = m.runtime_step_us
+    like = (f" Compared like for like, each side's runtime per step (the kinds outside every module and the "
+            f"time between ops, an eager model's Python and dispatch) is {fmt_us(rt['source'])} on the source "
+            f"and {fmt_us(rt['target'])} on the target; no module ranking counts it."
+            if {"source", "target"} <= set(rt) else "")
     if not parts:
-        return ""
+        return like
     return (f" Of that rest, the stack's runtime outside every module, with no counterpart on the other side, "
-            f"is attributed to no fix: {' and '.join(parts)} time.")
+            f"is attributed to no fix of a module: {' and '.join(parts)} time." + like)
 
 
 def split_text(m: ReportModel) -> str:

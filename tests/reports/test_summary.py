@@ -258,3 +258,8 @@ def test_the_runtimes_row_leaves_the_module_rankings_for_a_line_of_its_own() -> 
                            "target 1.10 ms (graph wrapper and runtime dispatch 600.0 us, guard checks 150.0 us, "
                            "between ops 350.0 us): x0.31, target faster"), text
     assert runtime_lines(None, 80) == []
+    from reports.view import outside_text
+
+    said = outside_text(model_from_diagnosis({"by_module": rows, "headline": {"runtime": block}}))
+    assert "is 3.50 ms on the source and 1.10 ms on the target; no module ranking counts it" in said, said
+    assert outside_text(model_from_diagnosis({"by_module": rows})) == ""  # a recorded pair: no runtime
