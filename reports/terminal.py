@@ -350,8 +350,9 @@ def plan_line(plan: dict | None, width: int) -> list[str]:
     ranks = ", ".join(f"#{r}" for r in plan["fixes"])
     beyond = plan.get("beyond_parity_us") or 0.0
     head = f"plan (provisional: {plan['provisional']})" if plan.get("provisional") else "plan"
-    return wrap(f"{head}: {ranks} together close {_us(plan['total_us'])} of measured gaps for {lo:g}-{hi:g} "
-                f"engineer-days (the sum of the fixes listed)"
+    verb, summed = ("together close", " (the sum of the fixes listed)") if len(plan["fixes"]) > 1 else ("closes", "")
+    return wrap(f"{head}: {ranks} {verb} {_us(plan['total_us'])} of measured gaps for {lo:g}-{hi:g} "
+                f"engineer-days{summed}"
                 + (f"; a further {_us(beyond)} beyond parity, not counted" if beyond > 0 else ""), width, more="  ")
 
 
