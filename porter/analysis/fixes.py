@@ -23,7 +23,8 @@ local_error (module's local rel-L2 from porter.analysis.accuracy), tolerance, in
 roofline_us (else computed from flops/bytes with target ceilings), recoverable_us and
 demonstrated_us (else computed with porter.analysis.perfmodel), outside (a kind of the runtime's
 time outside every module, porter.analysis.outside: '' for a matched group;
-porter.analysis.fixplan.outside_fix_groups makes those rows), within_noise (bool).
+porter.analysis.fixplan.outside_fix_groups makes those rows), within_noise (bool), step_ratio
+(a live pair's target/source per unprofiled step: the ratio conditions read, where not NaN).
 """
 
 from __future__ import annotations
@@ -290,6 +291,9 @@ def symptoms_table(groups: pd.DataFrame, target_ceilings: Ceilings | None = None
     tgt = groups["target_us"].to_numpy(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(src > 0, tgt / src, np.where(tgt > 0, np.inf, np.nan))
+        if "step_ratio" in groups.columns:  # a live pair's: each side's profiler slowdown out (fixplan)
+            step = groups["step_ratio"].to_numpy(np.float64)
+            ratio = np.where(np.isnan(step), ratio, step)
         sk = groups["source_kernels"].to_numpy(np.float64)
         tk = groups["target_kernels"].to_numpy(np.float64)
         kratio = np.where(sk > 0, tk / sk, np.where(tk > 0, np.inf, np.nan))

@@ -85,6 +85,13 @@ def fix_groups(groups: pd.DataFrame, source_facts: pd.DataFrame, target_facts: p
         "recoverable_us": rl["recoverable_us"].to_numpy(np.float64),
         "demonstrated_us": rl["demonstrated_us"].to_numpy(np.float64),
     })
+    if {"source_step_us", "target_step_us"} <= set(groups.columns):
+        # the ratio the fixes' conditions read, per unprofiled step as by_module shows it: the raw
+        # profiled ratio carries the sides' profiler slowdowns (eager 1.4x, inductor 1.1x), and beside
+        # a busy loop it read a planted erfinv module 1.99x, under eager-module-in-compiled's 2x
+        ss, ts = (groups[c].to_numpy(np.float64) for c in ("source_step_us", "target_step_us"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["step_ratio"] = np.where(ss > 0, ts / ss, np.nan)
     out["already_fused"] = [_in_or_below(m, set(fused_modules)) for m in out["module"]]
     if "significant" in groups.columns:  # a live pair's gap intervals (porter.analysis.gap_noise)
         measured = groups["gap_steps"].fillna(0).to_numpy(np.float64) >= 2

@@ -56,6 +56,20 @@ def test_a_module_under_twice_the_source_time_gets_no_eager_fix():
     assert EAGER not in {f.fix_id for f in rank_fixes(_act("torch-cpu", target_us=200.0))}
 
 
+def test_the_ratio_conditions_read_is_per_unprofiled_step_on_a_live_pair():
+    """Beside a busy loop the planted ResNet erfinv read 1.99x in raw profiled time (eager's
+    profiler slowdown 1.4x, inductor's 1.1x), under the eager fix's 2x, and a BatchNorm at 2.07x
+    took fix #1; per unprofiled step, as by_module shows it, the module reads 2.5x."""
+    raw = _act("torch-cpu", target_us=239.0)  # 1.99x the source's 120 us in the profile
+    assert EAGER not in {f.fix_id for f in rank_fixes(raw)}
+    live = raw.assign(step_ratio=[2.5, np.nan])  # the wrapper's row has no step ratio: its raw one stands
+    eager = next(f for f in rank_fixes(live) if f.fix_id == EAGER)
+    assert eager.modules == ("model/layers/1/mlp/act_fn",) and eager.closes_gap_us == pytest.approx(119.0)
+    assert "target/source time up to 2.50x" in eager.why
+    # and a step ratio under 2x keeps the fix away however the raw profile reads
+    assert EAGER not in {f.fix_id for f in rank_fixes(_act("torch-cpu").assign(step_ratio=[1.5, np.nan]))}
+
+
 def test_recovers_must_be_model_or_source(tmp_path):
     assert load_catalogue().get(EAGER).recovers == "source"
     assert load_catalogue().get("portable-kernel").recovers == "model"
