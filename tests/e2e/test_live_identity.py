@@ -334,7 +334,7 @@ def test_how_sure_tells_both_sides_and_the_share_split_by_estimate():
                                    target_unmatched_other_share=0.03)
     sure = next(p for p in summary_points(model_from_diagnosis(d)) if p.heading == "How sure").text
     assert "66% of the target's time was matched" in sure
-    assert "attributed to no fix: 31.0% of the target's (guard checks 30.0%, transfers 1.0%) time" in sure
+    assert "attributed to no fix of a module: 31.0% of the target's (guard checks 30.0%, transfers 1.0%) time" in sure
     assert "source's time." not in sure
     from reports.terminal import summary_lines
 
