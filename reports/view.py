@@ -155,9 +155,13 @@ def outside_text(m: ReportModel) -> str:
                                                                      key=lambda kv: -kv[1]))
         parts.append(f"{fmt_pct(v, 1)} of the {side}'s" + (f" ({kinds})" if kinds else ""))
     rt = m.runtime_step_us
+    # The root's row leaves the rankings only when it holds the runtime alone; otherwise it stays
+    # ranked with the model's own ops there, and the runtime's kinds inside it are ranked too.
+    ranked = ("no module ranking counts it" if any(r.runtime for r in m.by_module)
+              else "the root's row, ranked with the model's own ops there, holds its kinds outside the modules")
     like = (f" Compared like for like, each side's runtime per step (the kinds outside every module and the "
             f"time between ops, an eager model's Python and dispatch) is {fmt_us(rt['source'])} on the source "
-            f"and {fmt_us(rt['target'])} on the target; no module ranking counts it."
+            f"and {fmt_us(rt['target'])} on the target; {ranked}."
             if {"source", "target"} <= set(rt) else "")
     if not parts:
         return like

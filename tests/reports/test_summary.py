@@ -262,4 +262,7 @@ def test_the_runtimes_row_leaves_the_module_rankings_for_a_line_of_its_own() -> 
 
     said = outside_text(model_from_diagnosis({"by_module": rows, "headline": {"runtime": block}}))
     assert "is 3.50 ms on the source and 1.10 ms on the target; no module ranking counts it" in said, said
+    ranked = [dict(r, runtime=False) for r in rows]  # the root's row holds model ops too: it stays ranked
+    said = outside_text(model_from_diagnosis({"by_module": ranked, "headline": {"runtime": block}}))
+    assert "no module ranking" not in said and "the root's row, ranked with the model's own ops there" in said, said
     assert outside_text(model_from_diagnosis({"by_module": rows})) == ""  # a recorded pair: no runtime
