@@ -4,8 +4,8 @@ For each planted model x target (tests/models/planted_slow.py: a median planted 
 an erfinv for --to cpu:inductor) run `porter diagnose FACTORY --from cpu --to TARGET` as a user
 does (a whole process, default options) RUNS times, and check three places:
 
-- by_module: the first significant row by gap per unprofiled step, largest loss first (the order
-  porter writes by_module in), is the planted module (or inside it). Not by |gap|: a real win as
+- by_module: the first significant row by the gap porter ranks (alone where --confirm sized it,
+  else per unprofiled step), largest loss first (the order porter writes by_module in), is the planted module (or inside it). Not by |gap|: a real win as
   large as the plant then takes the place by a coin toss (resnet_erfinv's embedder pooler, max
   pooling, read -579 us per forward alone against the plant's +574 us);
 - the terminal summary: the first "largest losses" row names it (instance numbers folded);
@@ -55,9 +55,14 @@ def folded(module: str) -> re.Pattern[str]:
 
 
 def by_module_top(d: dict, n: int = 2) -> list[tuple[str, float]]:
-    """The first n significant module rows by gap per unprofiled step, largest loss first, (key, gap us)."""
+    """The first n significant module rows by the gap the rankings read, largest loss first, (key,
+    gap us): alone where --confirm sized it (ranked_gap_us), else per unprofiled step."""
     rows = [r for r in d["by_module"] if r.get("significant", True) and r["key"]]
-    gap = lambda r: (r.get("target_step_us") or 0.0) - (r.get("source_step_us") or 0.0)  # noqa: E731
+
+    def gap(r: dict) -> float:
+        g = r.get("ranked_gap_us")
+        return g if isinstance(g, (int, float)) else (r.get("target_step_us") or 0.0) - (r.get("source_step_us") or 0.0)
+
     return [(r["key"], gap(r)) for r in sorted(rows, key=gap, reverse=True)[:n]]
 
 

@@ -125,7 +125,8 @@ def _time_rows(rows: Iterable[dict], empty: str = NO_MODULE) -> list[TimeRow]:
     return [TimeRow(key=str(r.get("key") or empty), source_us=_f(r.get("source_us")) or 0.0,
                     target_us=_f(r.get("target_us")) or 0.0,
                     gross_loss_us=_f(r.get("gross_loss_us")), gross_win_us=_f(r.get("gross_win_us")),
-                    within_noise=within_noise(r), runtime=bool(r.get("runtime")))
+                    within_noise=within_noise(r), runtime=bool(r.get("runtime")),
+                    ranked_source_us=_f(r.get("ranked_source_us")), ranked_target_us=_f(r.get("ranked_target_us")))
             for r in rows or []]
 
 

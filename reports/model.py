@@ -72,6 +72,9 @@ class TimeRow(Gap):
     gross_win_us: float | None = None  # and of the faster ones (negative); loss + win = gap
     within_noise: bool = False  # a live pair's gap interval holds zero, or alone timing did not bear it out
     runtime: bool = False  # the root's row holds only the runtime (porter.analysis.outside.runtime_step)
+    # per step, each module's alone timing where --confirm sized it (porter.pipeline.confirmation.ranked_gaps)
+    ranked_source_us: float | None = None
+    ranked_target_us: float | None = None
 
     @property
     def roofline_distance(self) -> float | None:

@@ -240,11 +240,12 @@ def losses_and_wins(rows: list[dict], name: Any, width: int, what: str, top: int
     noise = [r for r in rows if within_noise(r)]
     rows = [{**r, "delta_us": gap, "ratio": ratio} for r in rows if not within_noise(r) for gap, ratio in [_gap(r)]]
     per_step = any("source_step_us" in r for r in rows)
+    alone = ", alone where confirmed" if any("ranked_gap_us" in r for r in rows) else ""
     for title, keep, order in (("losses (target slower)", lambda v: v > 0, True),
                                ("wins (target faster)", lambda v: v < 0, False)):
         chosen = sorted((r for r in rows if keep(r.get("delta_us") or 0.0)),
                         key=lambda r: r["delta_us"], reverse=order)[:top]
-        lines += wrap(f"largest {title} by {what}{' per step' if per_step else ''}:", width)
+        lines += wrap(f"largest {title} by {what}{' per step' if per_step else ''}{alone}:", width)
         lines += [_row(r["delta_us"], r.get("ratio"), name(r), width, shorten, r.get("only_on")) for r in chosen] or ["  (none)"]
     if noise:
         biggest = max(abs(_gap(r)[0] or 0.0) for r in noise)
@@ -264,8 +265,14 @@ def module_name(r: dict, root: str = NO_MODULE) -> str:
 
 
 def _gap(r: dict) -> tuple[float, Any]:
-    """A row's gap and ratio as diagnosis.json judges it: per unprofiled step on a live pair
-    (each side's profiled time less its profiler slowdown), else over the whole trace."""
+    """A row's gap and ratio as diagnosis.json judges it: the module's alone timing where
+    --confirm sized it (ranked_*: porter.pipeline.confirmation.ranked_gaps), else per unprofiled
+    step on a live pair (each side's profiled time less its profiler slowdown), else over the
+    whole trace."""
+    g = r.get("ranked_gap_us")
+    if isinstance(g, (int, float)) and g == g:
+        s, t = r.get("ranked_source_us"), r.get("ranked_target_us")
+        return g, (t / s if isinstance(s, (int, float)) and isinstance(t, (int, float)) and s > 0 else None)
     s, t = r.get("source_step_us"), r.get("target_step_us")
     if isinstance(s, (int, float)) and isinstance(t, (int, float)) and s == s and t == t:
         return t - s, (t / s if s > 0 else None)

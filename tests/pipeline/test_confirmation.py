@@ -133,3 +133,43 @@ def test_a_module_timed_whole_leaves_its_self_times_verdict_alone():
     row = d.by_module.set_index("key").loc["blocks/0/mlp"]
     assert row["evidence"] == "profiled" and row["alone_gap_us"] != row["alone_gap_us"]  # NaN: no self time alone
     assert d.groups["significant"].tolist() == [True]
+
+
+def test_the_rankings_read_a_sized_gap_alone_and_a_kind_takes_its_members_alone_timing():
+    """Beside a busy loop resnet_median's embedder convolution read +1495 us profiled and +724 alone,
+    the planted module +1379 profiled: ranked by the profile the convolution came first. A module
+    whose gap alone is confirmed and sized ranks by it (per step, like the profiled rows), its kind by
+    its profiled time with that member's alone timing in its place; by_module and by_module_kind are
+    rewritten largest ranked loss first, and every view reads the same numbers."""
+    bm = pd.DataFrame({"key": ["", "embedder/conv", "stages/0/act", "stages/1/act"],
+                       "source_step_us": [50.0, 250.0, 190.0, 180.0], "target_step_us": [60.0, 1745.0, 1569.0, 200.0],
+                       "delta_us": [100.0, 14716.0, 13548.0, 150.0],
+                       "gap_low_us": [-5.0, 650.0, 900.0, 5.0], "gap_high_us": [30.0, 2280.0, 1800.0, 40.0],
+                       "significant": [False, True, True, True]})
+    kinds = pd.DataFrame({"key": ["", "embedder/conv", "stages/*/act"], "source_step_us": [50.0, 250.0, 370.0],
+                          "target_step_us": [60.0, 1745.0, 1769.0], "significant": [False, True, True]})
+    d = SimpleNamespace(by_module=bm, by_module_kind=kinds, groups=pd.DataFrame({"module": [], "significant": []}))
+    conv = {**_row("embedder/conv", 1495.0, 724.0, 691.0, 948.0), "source_us": 245.0, "target_us": 954.0}
+    apply_confirmed(d, {"modules": [conv]})
+    assert d.by_module["key"].tolist() == ["stages/0/act", "embedder/conv", "stages/1/act", ""]
+    r = d.by_module.set_index("key")
+    assert r.at["embedder/conv", "ranked_gap_us"] == 724.0 and r.at["embedder/conv", "ranked_target_us"] == 245.0 + 724.0
+    assert r.at["stages/0/act", "ranked_gap_us"] == pytest.approx(1379.0)  # profiled: not re-timed
+    k = d.by_module_kind.set_index("key")
+    assert d.by_module_kind["key"].tolist()[:2] == ["stages/*/act", "embedder/conv"]
+    assert k.at["embedder/conv", "ranked_source_us"] == 245.0 and k.at["embedder/conv", "ranked_gap_us"] == 724.0
+    assert k.at["stages/*/act", "ranked_gap_us"] == pytest.approx(1399.0)
+    from reports.build import model_from_diagnosis
+    from reports.terminal import losses_and_wins as terminal_losses
+    from reports.view import losses_and_wins as view_losses, where_label
+
+    rows = d.by_module_kind.to_dict("records")
+    lines = terminal_losses(rows, lambda r: r["key"] or "(no module)", 100, "module kind", 3)
+    assert lines[0] == "largest losses (target slower) by module kind per step, alone where confirmed:", lines
+    assert lines[1].split()[:2] == ["+1.40", "ms"] and lines[2].split()[:3] == ["+724.0", "us", "3.96x"], lines
+    m = model_from_diagnosis({"by_module": d.by_module.to_dict("records"), "by_module_kind": rows})
+    losses, _ = view_losses(m)
+    assert [(x.key, round(x.gap_us)) for x in losses] == [("stages/*/act", 1399), ("embedder/conv", 724), ("(no module)", 10)]
+    assert where_label(m) == "module kind, per step, alone where confirmed"
+    plain = model_from_diagnosis({"by_module": bm.to_dict("records"), "by_module_kind": kinds.to_dict("records")})
+    assert where_label(plain) == "module kind"  # no confirmation: the profiled rows as written
