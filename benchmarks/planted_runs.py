@@ -5,9 +5,10 @@ an erfinv for --to cpu:inductor) run `porter diagnose FACTORY --from cpu --to TA
 does (a whole process, default options) RUNS times, and check three places:
 
 - by_module: the first significant row by the gap porter ranks (alone where --confirm sized it,
-  else per unprofiled step), largest loss first (the order porter writes by_module in), is the planted module (or inside it). Not by |gap|: a real win as
-  large as the plant then takes the place by a coin toss (resnet_erfinv's embedder pooler, max
-  pooling, read -579 us per forward alone against the plant's +574 us);
+  else per unprofiled step), largest loss first (the order porter writes by_module in), is the
+  planted module (or inside it). Not by |gap|: a real win as large as the plant then takes the
+  place by a coin toss (resnet_erfinv's embedder pooler, max pooling, read -579 us per forward
+  alone against the plant's +574 us);
 - the terminal summary: the first "largest losses" row names it (instance numbers folded);
 - fix #1 names it (or a module inside it) among its modules; and the first fix for work inside a
   module does (fixes for time outside every module, e.g. inductor's graph wrapper, can rank first

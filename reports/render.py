@@ -21,8 +21,8 @@ from porter.core.errors import PorterError
 from porter.core.suggest import hint_with
 from reports.model import ReportModel
 from reports.basis import overhead_text
-from reports.view import (build_charts, where_label, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
-                          plain_fix, plan_ranks, provisional_prefix, side_titles, summary_points)
+from reports.view import (build_charts, fix_total_note, losses_and_wins, not_measured, parity_text, plain_name,
+                          plain_fix, plan_ranks, provisional_prefix, side_titles, summary_points, where_label)
 from porter.core.units import elide, fmt_days, fmt_pct, fmt_ratio, fmt_sci, fmt_us
 
 FORMATS = ("html", "md", "json")

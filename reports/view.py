@@ -282,12 +282,16 @@ def where_rows(m: ReportModel) -> tuple[str, list[TimeRow]]:
     return "module", m.by_module
 
 
+def _ranked(rows: list[TimeRow]) -> bool:
+    """--confirm ran: every row carries the times the rankings read, per step and alone where it
+    sized the gap (porter.pipeline.confirmation.ranked_gaps)."""
+    return bool(rows) and all(r.ranked_source_us is not None and r.ranked_target_us is not None for r in rows)
+
+
 def where_label(m: ReportModel) -> str:
-    """What the largest losses and wins are ranked by, in words: per step and alone where
-    --confirm ran (losses_and_wins)."""
+    """What the largest losses and wins are ranked by, in words (losses_and_wins)."""
     what, rows = where_rows(m)
-    ranked = rows and all(r.ranked_source_us is not None for r in rows if not r.runtime)
-    return what + (", per step, alone where confirmed" if ranked else "")
+    return what + (", per step, alone where confirmed" if _ranked(rows) else "")
 
 
 def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[TimeRow]]:
@@ -295,8 +299,7 @@ def losses_and_wins(m: ReportModel, n: int = 3) -> tuple[list[TimeRow], list[Tim
     of the rows beyond noise (a live pair's: porter.analysis.gap_noise, --confirm)."""
     _, rows = where_rows(m)
     rows = [r for r in rows if not r.within_noise and not r.runtime]  # the runtime's row is no module
-    if rows and all(r.ranked_source_us is not None and r.ranked_target_us is not None for r in rows):
-        # --confirm ran: per step, alone where it sized the gap (porter.pipeline.confirmation.ranked_gaps)
+    if _ranked(rows):
         rows = [replace(r, source_us=r.ranked_source_us, target_us=r.ranked_target_us) for r in rows]
     losses = sorted((r for r in rows if r.gap_us > 0), key=lambda r: r.gap_us, reverse=True)[:n]
     wins = sorted((r for r in rows if r.gap_us < 0), key=lambda r: r.gap_us)[:n]

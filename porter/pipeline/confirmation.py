@@ -228,8 +228,8 @@ def ranked_gaps(by_module: pd.DataFrame, kinds: pd.DataFrame | None,
     shift: dict[str, list[float]] = {}  # kind -> what its sized members' alone timings change, per side and gap
     for k, a, b, ra, rb, g in zip(keys, s, t, rs, rt, rg):
         if k in sized:
-            d = shift.setdefault(module_kind(k), [0.0, 0.0, 0.0])
-            d[0], d[1], d[2] = d[0] + ra - a, d[1] + rb - b, d[2] + g - (b - a)
+            by = shift.setdefault(module_kind(k), [0.0, 0.0, 0.0])
+            by[0], by[1], by[2] = by[0] + ra - a, by[1] + rb - b, by[2] + g - (b - a)
     ks, kt = _step_sides(kinds)
     moved = [shift.get(k, [0.0, 0.0, 0.0]) for k in kinds["key"].astype(str)]
     return by_module, _by_rank(kinds.assign(ranked_source_us=ks + [m[0] for m in moved],
